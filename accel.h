@@ -1,0 +1,11 @@
+// The one header a user includes: tensors, autograd, nn, optim, data and the Accelerator.
+#pragma once
+
+#include "accel_config.h"
+#include "tensor/creation.h"
+#include "tensor/generator.h"
+#include "tensor/tensor.h"
+#include "autograd/engine.h"
+#include "autograd/functions.h"
+#include "autograd/grad_mode.h"
+#include "autograd/gradcheck.h"

@@ -1,0 +1,108 @@
+// Differentiable ops: each runs the raw op of tensor/ops and, when grad mode is on and an input
+// requires grad, records a node whose backward is written beside it. This is the op set users call.
+#pragma once
+
+#include <vector>
+
+#include "tensor/generator.h"
+#include "tensor/ops/elementwise.h"
+#include "tensor/ops/nn_ops.h"
+#include "tensor/tensor.h"
+
+namespace accel {
+
+// Views (share storage with the input).
+Tensor view(const Tensor& t, const Shape& shape);
+Tensor reshape(const Tensor& t, const Shape& shape);
+Tensor transpose(const Tensor& t, int64_t dim0, int64_t dim1);
+Tensor permute(const Tensor& t, const std::vector<int64_t>& dims);
+Tensor narrow(const Tensor& t, int64_t dim, int64_t start, int64_t length);
+Tensor slice(const Tensor& t, int64_t dim, int64_t start, int64_t end, int64_t step = 1);
+Tensor select(const Tensor& t, int64_t dim, int64_t index);
+Tensor expand(const Tensor& t, const Shape& shape);
+Tensor squeeze(const Tensor& t, int64_t dim);
+Tensor unsqueeze(const Tensor& t, int64_t dim);
+Tensor flatten(const Tensor& t, int64_t start_dim = 0, int64_t end_dim = -1);
+std::vector<Tensor> split(const Tensor& t, int64_t split_size, int64_t dim = 0);
+std::vector<Tensor> split(const Tensor& t, const std::vector<int64_t>& sizes, int64_t dim);
+Tensor contiguous(const Tensor& t);
+
+// Copies, casts and joins.
+Tensor clone(const Tensor& t);
+Tensor to(const Tensor& t, DType dtype);
+Tensor to(const Tensor& t, Device device);
+Tensor cat(const std::vector<Tensor>& tensors, int64_t dim);
+Tensor stack(const std::vector<Tensor>& tensors, int64_t dim);
+Tensor index_select(const Tensor& t, int64_t dim, const Tensor& index);
+// A handle to the same data, cut from the graph.
+Tensor detach(const Tensor& t);
+
+// Elementwise arithmetic and math, with broadcasting.
+Tensor add(const Tensor& a, const Tensor& b);
+Tensor sub(const Tensor& a, const Tensor& b);
+Tensor mul(const Tensor& a, const Tensor& b);
+Tensor div(const Tensor& a, const Tensor& b);
+Tensor pow(const Tensor& a, const Tensor& b);
+Tensor pow(const Tensor& a, double exponent);
+Tensor maximum(const Tensor& a, const Tensor& b);
+Tensor minimum(const Tensor& a, const Tensor& b);
+Tensor neg(const Tensor& t);
+Tensor exp(const Tensor& t);
+Tensor log(const Tensor& t);
+Tensor sqrt(const Tensor& t);
+Tensor abs(const Tensor& t);
+Tensor tanh(const Tensor& t);
+Tensor sigmoid(const Tensor& t);
+Tensor relu(const Tensor& t);
+Tensor gelu(const Tensor& t);  // tanh approximation
+Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
+Tensor masked_fill(const Tensor& t, const Tensor& mask, double value);
+
+Tensor operator+(const Tensor& a, const Tensor& b);
+Tensor operator-(const Tensor& a, const Tensor& b);
+Tensor operator*(const Tensor& a, const Tensor& b);
+Tensor operator/(const Tensor& a, const Tensor& b);
+Tensor operator-(const Tensor& t);
+Tensor operator+(const Tensor& a, double b);
+Tensor operator-(const Tensor& a, double b);
+Tensor operator*(const Tensor& a, double b);
+Tensor operator/(const Tensor& a, double b);
+Tensor operator+(double a, const Tensor& b);
+Tensor operator-(double a, const Tensor& b);
+Tensor operator*(double a, const Tensor& b);
+Tensor operator/(double a, const Tensor& b);
+
+// Comparisons and masks carry no grad; they are the raw ops.
+using ops::eq;
+using ops::ge;
+using ops::gt;
+using ops::isfinite;
+using ops::le;
+using ops::logical_not;
+using ops::lt;
+using ops::ne;
+
+// Reductions (an empty dims list reduces everything).
+Tensor sum(const Tensor& t, const std::vector<int64_t>& dims, bool keepdim = false);
+Tensor sum(const Tensor& t);
+Tensor mean(const Tensor& t, const std::vector<int64_t>& dims, bool keepdim = false);
+Tensor mean(const Tensor& t);
+// Grad flows to the maximal elements, shared equally between ties.
+Tensor max(const Tensor& t, const std::vector<int64_t>& dims, bool keepdim = false);
+Tensor max(const Tensor& t);
+Tensor argmax(const Tensor& t, int64_t dim, bool keepdim = false);
+
+Tensor matmul(const Tensor& a, const Tensor& b);
+
+// Neural-network ops.
+Tensor softmax(const Tensor& x, int64_t dim);
+Tensor log_softmax(const Tensor& x, int64_t dim);
+Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps = 1e-5);
+Tensor embedding(const Tensor& weight, const Tensor& indices);
+using ops::Reduction;
+Tensor cross_entropy(const Tensor& logits, const Tensor& target, int64_t ignore_index = -100,
+                     Reduction reduction = Reduction::mean);
+// Always drops: a module decides whether it is training.
+Tensor dropout(const Tensor& x, double p, Generator& gen);
+
+}  // namespace accel

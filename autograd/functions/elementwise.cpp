@@ -1,0 +1,190 @@
+// Differentiable elementwise ops. Each grad is summed back to its input's shape, undoing the
+// broadcast of the forward.
+#include "autograd/functions.h"
+#include "autograd/node.h"
+#include "tensor/creation.h"
+#include "tensor/ops/copy.h"
+#include "tensor/ops/elementwise.h"
+#include "tensor/ops/reduce.h"
+
+namespace accel {
+
+using autograd::record;
+using Grads = std::vector<Tensor>;
+
+namespace {
+
+Tensor zero_like_scalar(const Tensor& t) { return scalar_tensor(0.0, t.dtype(), t.device()); }
+Tensor unbroadcast(const Tensor& grad, const Tensor& input) { return ops::sum_to_shape(grad, input.shape()); }
+
+}  // namespace
+
+Tensor add(const Tensor& a, const Tensor& b) {
+  Tensor out = ops::add(a, b);
+  record("AddBackward", {a, b}, {out}, [a = detach(a), b = detach(b)](const Grads& g) -> Grads {
+    return {unbroadcast(g[0], a), unbroadcast(g[0], b)};
+  });
+  return out;
+}
+
+Tensor sub(const Tensor& a, const Tensor& b) {
+  Tensor out = ops::sub(a, b);
+  record("SubBackward", {a, b}, {out}, [a = detach(a), b = detach(b)](const Grads& g) -> Grads {
+    return {unbroadcast(g[0], a), unbroadcast(ops::neg(g[0]), b)};
+  });
+  return out;
+}
+
+Tensor mul(const Tensor& a, const Tensor& b) {
+  Tensor out = ops::mul(a, b);
+  record("MulBackward", {a, b}, {out},
+         [a = detach(a), b = detach(b), need_a = a.requires_grad(), need_b = b.requires_grad()](const Grads& g) -> Grads {
+           return {need_a ? unbroadcast(ops::mul(g[0], b), a) : Tensor(),
+                   need_b ? unbroadcast(ops::mul(g[0], a), b) : Tensor()};
+         });
+  return out;
+}
+
+Tensor div(const Tensor& a, const Tensor& b) {
+  Tensor out = ops::div(a, b);
+  record("DivBackward", {a, b}, {out},
+         [a = detach(a), b = detach(b), need_b = b.requires_grad()](const Grads& g) -> Grads {
+           Tensor ga = ops::div(g[0], b);
+           Tensor gb = need_b ? unbroadcast(ops::neg(ops::div(ops::mul(ga, a), b)), b) : Tensor();
+           return {unbroadcast(ga, a), gb};
+         });
+  return out;
+}
+
+Tensor pow(const Tensor& a, const Tensor& b) {
+  Tensor out = ops::pow(a, b);
+  record("PowBackward", {a, b}, {out},
+         [a = detach(a), b = detach(b), out = detach(out), need_b = b.requires_grad()](const Grads& g) -> Grads {
+           Tensor ga = ops::mul(ops::mul(g[0], b), ops::pow(a, ops::sub(b, 1.0)));
+           Tensor gb = need_b ? unbroadcast(ops::mul(ops::mul(g[0], out), ops::log(a)), b) : Tensor();
+           return {unbroadcast(ga, a), gb};
+         });
+  return out;
+}
+
+Tensor pow(const Tensor& a, double exponent) {
+  Tensor out = ops::pow(a, exponent);
+  record("PowScalarBackward", {a}, {out}, [a = detach(a), exponent](const Grads& g) -> Grads {
+    return {ops::mul(ops::mul(g[0], exponent), ops::pow(a, exponent - 1.0))};
+  });
+  return out;
+}
+
+// Ties share the grad equally, so the result is the average of the two one-sided grads.
+static Tensor min_max(const char* name, const Tensor& a, const Tensor& b, Tensor out, bool is_max) {
+  record(name, {a, b}, {out}, [a = detach(a), b = detach(b), is_max](const Grads& g) -> Grads {
+    const Tensor a_wins = is_max ? ops::gt(a, b) : ops::lt(a, b);
+    const Tensor tie = ops::eq(a, b);
+    const Tensor half = ops::mul(g[0], 0.5);
+    const Tensor zero = zero_like_scalar(g[0]);
+    Tensor ga = ops::where(a_wins, g[0], ops::where(tie, half, zero));
+    Tensor gb = ops::where(a_wins, zero, ops::where(tie, half, g[0]));
+    return {unbroadcast(ga, a), unbroadcast(gb, b)};
+  });
+  return out;
+}
+
+Tensor maximum(const Tensor& a, const Tensor& b) { return min_max("MaximumBackward", a, b, ops::maximum(a, b), true); }
+Tensor minimum(const Tensor& a, const Tensor& b) { return min_max("MinimumBackward", a, b, ops::minimum(a, b), false); }
+
+Tensor neg(const Tensor& t) {
+  Tensor out = ops::neg(t);
+  record("NegBackward", {t}, {out}, [](const Grads& g) -> Grads { return {ops::neg(g[0])}; });
+  return out;
+}
+
+Tensor exp(const Tensor& t) {
+  Tensor out = ops::exp(t);
+  record("ExpBackward", {t}, {out}, [out = detach(out)](const Grads& g) -> Grads { return {ops::mul(g[0], out)}; });
+  return out;
+}
+
+Tensor log(const Tensor& t) {
+  Tensor out = ops::log(t);
+  record("LogBackward", {t}, {out}, [t = detach(t)](const Grads& g) -> Grads { return {ops::div(g[0], t)}; });
+  return out;
+}
+
+Tensor sqrt(const Tensor& t) {
+  Tensor out = ops::sqrt(t);
+  record("SqrtBackward", {t}, {out},
+         [out = detach(out)](const Grads& g) -> Grads { return {ops::div(ops::mul(g[0], 0.5), out)}; });
+  return out;
+}
+
+Tensor abs(const Tensor& t) {
+  Tensor out = ops::abs(t);
+  record("AbsBackward", {t}, {out}, [t = detach(t)](const Grads& g) -> Grads {
+    const Tensor zero = zero_like_scalar(g[0]);
+    return {ops::where(ops::gt(t, 0.0), g[0], ops::where(ops::lt(t, 0.0), ops::neg(g[0]), zero))};
+  });
+  return out;
+}
+
+Tensor tanh(const Tensor& t) {
+  Tensor out = ops::tanh(t);
+  record("TanhBackward", {t}, {out}, [out = detach(out)](const Grads& g) -> Grads {
+    return {ops::mul(g[0], ops::sub(ones_like(out), ops::mul(out, out)))};
+  });
+  return out;
+}
+
+Tensor sigmoid(const Tensor& t) {
+  Tensor out = ops::sigmoid(t);
+  record("SigmoidBackward", {t}, {out}, [out = detach(out)](const Grads& g) -> Grads {
+    return {ops::mul(ops::mul(g[0], out), ops::sub(ones_like(out), out))};
+  });
+  return out;
+}
+
+Tensor relu(const Tensor& t) {
+  Tensor out = ops::relu(t);
+  record("ReluBackward", {t}, {out}, [out = detach(out)](const Grads& g) -> Grads {
+    return {ops::where(ops::gt(out, 0.0), g[0], zero_like_scalar(g[0]))};
+  });
+  return out;
+}
+
+Tensor gelu(const Tensor& t) {
+  Tensor out = ops::gelu(t);
+  record("GeluBackward", {t}, {out}, [t = detach(t)](const Grads& g) -> Grads { return {ops::gelu_backward(g[0], t)}; });
+  return out;
+}
+
+Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
+  Tensor out = ops::where(cond, a, b);
+  record("WhereBackward", {a, b}, {out}, [cond = detach(cond), a = detach(a), b = detach(b)](const Grads& g) -> Grads {
+    const Tensor zero = zero_like_scalar(g[0]);
+    return {unbroadcast(ops::where(cond, g[0], zero), a), unbroadcast(ops::where(cond, zero, g[0]), b)};
+  });
+  return out;
+}
+
+Tensor masked_fill(const Tensor& t, const Tensor& mask, double value) {
+  Tensor out = ops::masked_fill(t, mask, value);
+  record("MaskedFillBackward", {t}, {out}, [mask = detach(mask)](const Grads& g) -> Grads {
+    return {ops::where(mask, zero_like_scalar(g[0]), g[0])};
+  });
+  return out;
+}
+
+Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }
+Tensor operator-(const Tensor& a, const Tensor& b) { return sub(a, b); }
+Tensor operator*(const Tensor& a, const Tensor& b) { return mul(a, b); }
+Tensor operator/(const Tensor& a, const Tensor& b) { return div(a, b); }
+Tensor operator-(const Tensor& t) { return neg(t); }
+Tensor operator+(const Tensor& a, double b) { return add(a, scalar_tensor(b, a.dtype(), a.device())); }
+Tensor operator-(const Tensor& a, double b) { return sub(a, scalar_tensor(b, a.dtype(), a.device())); }
+Tensor operator*(const Tensor& a, double b) { return mul(a, scalar_tensor(b, a.dtype(), a.device())); }
+Tensor operator/(const Tensor& a, double b) { return div(a, scalar_tensor(b, a.dtype(), a.device())); }
+Tensor operator+(double a, const Tensor& b) { return add(scalar_tensor(a, b.dtype(), b.device()), b); }
+Tensor operator-(double a, const Tensor& b) { return sub(scalar_tensor(a, b.dtype(), b.device()), b); }
+Tensor operator*(double a, const Tensor& b) { return mul(scalar_tensor(a, b.dtype(), b.device()), b); }
+Tensor operator/(double a, const Tensor& b) { return div(scalar_tensor(a, b.dtype(), b.device()), b); }
+
+}  // namespace accel

@@ -1,0 +1,53 @@
+// Value conversion between storage types on the CPU, rounding to nearest even into f16/bf16
+// (from f64 without double rounding).
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <type_traits>
+
+#include "tensor/dtype.h"
+
+namespace accel::cpu {
+
+template <class T>
+inline constexpr bool is_half_v = std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>;
+
+// f64 -> f32 rounding to odd: the f32 keeps a sticky bit, so a second rounding to 16 bits
+// gives the same result as rounding the f64 directly.
+inline float double_to_float_round_odd(double d) {
+  float f = static_cast<float>(d);
+  if (std::isnan(d) || std::isinf(d)) return f;
+  if (std::fabs(static_cast<double>(f)) > std::fabs(d)) f = std::nextafter(f, 0.0f);
+  if (static_cast<double>(f) != d) f = bits_float(float_bits(f) | 1u);
+  return f;
+}
+
+template <class C>
+inline bool is_nan(C v) {
+  if constexpr (std::is_floating_point_v<C>) return std::isnan(v);
+  else return false;
+}
+
+// The value of v in its compute type (float for halves, int64 for integers and bool).
+template <class T>
+inline compute_t<T> load(T v) {
+  if constexpr (is_half_v<T>) return static_cast<float>(v);
+  else return static_cast<compute_t<T>>(v);
+}
+
+template <class To, class From>
+inline To convert(From v) {
+  if constexpr (std::is_same_v<To, From>) {
+    return v;
+  } else if constexpr (std::is_same_v<To, bool>) {
+    return load(v) != 0;
+  } else if constexpr (is_half_v<To>) {
+    if constexpr (std::is_same_v<From, double>) return To(double_to_float_round_odd(v));
+    else return To(static_cast<float>(load(v)));
+  } else {
+    return static_cast<To>(load(v));
+  }
+}
+
+}  // namespace accel::cpu

@@ -1,0 +1,130 @@
+// CPU elementwise ops: each op enum is turned into a template so the per-element math inlines.
+#include "tensor/cpu/elementwise.h"
+
+#include "tensor/cpu/map.h"
+
+namespace accel::cpu {
+
+namespace {
+
+template <class F>
+void with_op(BinaryOp op, F&& f) {
+  switch (op) {
+    case BinaryOp::add: return f.template operator()<BinaryOp::add>();
+    case BinaryOp::sub: return f.template operator()<BinaryOp::sub>();
+    case BinaryOp::mul: return f.template operator()<BinaryOp::mul>();
+    case BinaryOp::div: return f.template operator()<BinaryOp::div>();
+    case BinaryOp::pow: return f.template operator()<BinaryOp::pow>();
+    case BinaryOp::maximum: return f.template operator()<BinaryOp::maximum>();
+    case BinaryOp::minimum: return f.template operator()<BinaryOp::minimum>();
+  }
+}
+
+template <class F>
+void with_op(UnaryOp op, F&& f) {
+  switch (op) {
+    case UnaryOp::neg: return f.template operator()<UnaryOp::neg>();
+    case UnaryOp::exp: return f.template operator()<UnaryOp::exp>();
+    case UnaryOp::log: return f.template operator()<UnaryOp::log>();
+    case UnaryOp::sqrt: return f.template operator()<UnaryOp::sqrt>();
+    case UnaryOp::abs: return f.template operator()<UnaryOp::abs>();
+    case UnaryOp::tanh: return f.template operator()<UnaryOp::tanh>();
+    case UnaryOp::sigmoid: return f.template operator()<UnaryOp::sigmoid>();
+    case UnaryOp::relu: return f.template operator()<UnaryOp::relu>();
+    case UnaryOp::gelu: return f.template operator()<UnaryOp::gelu>();
+  }
+}
+
+template <class F>
+void with_op(CompareOp op, F&& f) {
+  switch (op) {
+    case CompareOp::eq: return f.template operator()<CompareOp::eq>();
+    case CompareOp::ne: return f.template operator()<CompareOp::ne>();
+    case CompareOp::lt: return f.template operator()<CompareOp::lt>();
+    case CompareOp::le: return f.template operator()<CompareOp::le>();
+    case CompareOp::gt: return f.template operator()<CompareOp::gt>();
+    case CompareOp::ge: return f.template operator()<CompareOp::ge>();
+  }
+}
+
+}  // namespace
+
+void binary(BinaryOp op, const Tensor& out, const Tensor& a, const Tensor& b) {
+  dispatch_numeric(out.dtype(), op_name(op), [&]<class T>() {
+    with_op(op, [&]<BinaryOp Op>() {
+      if constexpr (needs_floating(Op) && !std::is_floating_point_v<compute_t<T>>)
+        throw_unsupported_dtype(op_name(Op), out.dtype(), "a floating dtype");
+      else
+        map<T, T, T>(out, [](T x, T y) { return store<T>(apply_binary<Op>(load(x), load(y))); }, a, b);
+    });
+  });
+}
+
+void unary(UnaryOp op, const Tensor& out, const Tensor& in) {
+  dispatch_numeric(out.dtype(), op_name(op), [&]<class T>() {
+    with_op(op, [&]<UnaryOp Op>() {
+      if constexpr (needs_floating(Op) && !std::is_floating_point_v<compute_t<T>>)
+        throw_unsupported_dtype(op_name(Op), out.dtype(), "a floating dtype");
+      else
+        map<T, T>(out, [](T x) { return store<T>(apply_unary<Op>(load(x))); }, in);
+    });
+  });
+}
+
+void compare(CompareOp op, const Tensor& out, const Tensor& a, const Tensor& b) {
+  dispatch_all(a.dtype(), op_name(op), [&]<class T>() {
+    with_op(op, [&]<CompareOp Op>() {
+      map<bool, T, T>(out, [](T x, T y) { return apply_compare<Op>(load(x), load(y)); }, a, b);
+    });
+  });
+}
+
+void where(const Tensor& out, const Tensor& cond, const Tensor& a, const Tensor& b) {
+  dispatch_all(out.dtype(), "where", [&]<class T>() {
+    map<T, bool, T, T>(out, [](bool c, T x, T y) { return c ? x : y; }, cond, a, b);
+  });
+}
+
+void logical_not(const Tensor& out, const Tensor& in) {
+  map<bool, bool>(out, [](bool x) { return !x; }, in);
+}
+
+void isfinite(const Tensor& out, const Tensor& in) {
+  dispatch_all(in.dtype(), "isfinite", [&]<class T>() {
+    map<bool, T>(out, [](T x) {
+      if constexpr (std::is_floating_point_v<compute_t<T>>) return std::isfinite(load(x));
+      else return true;
+    }, in);
+  });
+}
+
+void gelu_backward(const Tensor& out, const Tensor& grad, const Tensor& x) {
+  dispatch_floating(out.dtype(), "gelu_backward", [&]<class T>() {
+    map<T, T, T>(out, [](T g, T v) { return store<T>(load(g) * gelu_tanh_grad(load(v))); }, grad, x);
+  });
+}
+
+void add_scaled(const Tensor& self, const Tensor& other, double alpha) {
+  dispatch_numeric(self.dtype(), "add_", [&]<class T>() {
+    using C = compute_t<T>;
+    const C a = static_cast<C>(alpha);
+    map<T, T, T>(self, [a](T s, T o) { return store<T>(load(s) + a * load(o)); }, self, other);
+  });
+}
+
+void scale(const Tensor& self, double value) {
+  dispatch_numeric(self.dtype(), "mul_", [&]<class T>() {
+    using C = compute_t<T>;
+    const C v = static_cast<C>(value);
+    map<T, T>(self, [v](T s) { return store<T>(load(s) * v); }, self);
+  });
+}
+
+void fill(const Tensor& self, double value) {
+  dispatch_all(self.dtype(), "fill_", [&]<class T>() {
+    const T v = convert<T>(value);
+    map<T>(self, [v]() { return v; });
+  });
+}
+
+}  // namespace accel::cpu

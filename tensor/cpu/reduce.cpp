@@ -1,0 +1,63 @@
+// CPU row reductions: floating sums accumulate in f64, so long sums of f32/f16 stay accurate.
+#include "tensor/cpu/reduce.h"
+
+#include <limits>
+
+#include "tensor/cpu/convert.h"
+#include "tensor/cpu/map.h"
+
+namespace accel::cpu {
+
+void reduce_rows(ReduceOp op, const Tensor& out, const Tensor& in, int64_t outer, int64_t inner) {
+  dispatch_all(in.dtype(), "reduce", [&]<class T>() {
+    const T* src = static_cast<const T*>(in.data_ptr());
+    dispatch_all(out.dtype(), "reduce", [&]<class O>() {
+      O* dst = static_cast<O*>(out.data_ptr());
+#pragma omp parallel for if (outer * inner > kParallelGrain && outer > 1)
+      for (int64_t o = 0; o < outer; ++o) {
+        const T* row = src + o * inner;
+        if (op == ReduceOp::max) {
+          compute_t<T> best = inner > 0 ? load(row[0]) : compute_t<T>(0);
+          for (int64_t j = 1; j < inner; ++j) {
+            const compute_t<T> v = load(row[j]);
+            if (v > best || is_nan(v)) best = v;  // NaN wins, as in numpy
+            if (is_nan(best)) break;
+          }
+          dst[o] = store<O>(best);
+        } else if constexpr (std::is_floating_point_v<compute_t<T>>) {
+          double acc = 0;
+          for (int64_t j = 0; j < inner; ++j) acc += static_cast<double>(load(row[j]));
+          if (op == ReduceOp::mean) acc /= static_cast<double>(inner);
+          dst[o] = convert<O>(acc);
+        } else {
+          int64_t acc = 0;
+          for (int64_t j = 0; j < inner; ++j) acc += static_cast<int64_t>(load(row[j]));
+          dst[o] = store<O>(acc);
+        }
+      }
+    });
+  });
+}
+
+void argmax_rows(const Tensor& out, const Tensor& in, int64_t outer, int64_t inner) {
+  dispatch_all(in.dtype(), "argmax", [&]<class T>() {
+    const T* src = static_cast<const T*>(in.data_ptr());
+    int64_t* dst = static_cast<int64_t*>(out.data_ptr());
+#pragma omp parallel for if (outer * inner > kParallelGrain && outer > 1)
+    for (int64_t o = 0; o < outer; ++o) {
+      const T* row = src + o * inner;
+      int64_t best_at = 0;
+      compute_t<T> best = load(row[0]);
+      for (int64_t j = 1; j < inner && !is_nan(best); ++j) {
+        const compute_t<T> v = load(row[j]);
+        if (v > best || is_nan(v)) {
+          best = v;
+          best_at = j;
+        }
+      }
+      dst[o] = best_at;
+    }
+  });
+}
+
+}  // namespace accel::cpu

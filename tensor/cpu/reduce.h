@@ -1,0 +1,15 @@
+// CPU reductions over the trailing `inner` elements of each of `outer` contiguous rows.
+#pragma once
+
+#include "tensor/tensor.h"
+
+namespace accel::cpu {
+
+enum class ReduceOp { sum, mean, max };
+
+// in is contiguous [outer, inner]; out is contiguous [outer] of the reduction dtype.
+void reduce_rows(ReduceOp op, const Tensor& out, const Tensor& in, int64_t outer, int64_t inner);
+// out[o] = index of the first maximum of row o (i64).
+void argmax_rows(const Tensor& out, const Tensor& in, int64_t outer, int64_t inner);
+
+}  // namespace accel::cpu

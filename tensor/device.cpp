@@ -1,0 +1,38 @@
+// Parsing and printing of devices.
+#include "tensor/device.h"
+
+#include <fmt/format.h>
+
+#include "tensor/dispatch.h"
+#include "tensor/error.h"
+
+namespace accel {
+
+Device Device::parse(const std::string& text) {
+  if (text == "cpu") return cpu();
+  if (text == "cuda") return cuda(0);
+  if (text.rfind("cuda:", 0) == 0) {
+    const std::string number = text.substr(5);
+    size_t used = 0;
+    int index = -1;
+    try {
+      index = std::stoi(number, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used == number.size() && !number.empty() && index >= 0) return cuda(index);
+  }
+  throw Error(fmt::format("Device::parse: cannot parse '{}', expected cpu, cuda or cuda:N", text));
+}
+
+std::string Device::str() const { return is_cpu() ? "cpu" : fmt::format("cuda:{}", index); }
+
+}  // namespace accel
+
+namespace accel {
+
+void throw_no_cuda(const char* op, Device device) {
+  throw Error(fmt::format("{}: tensor on {} but accel was built without CUDA", op, device.str()));
+}
+
+}  // namespace accel

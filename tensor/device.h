@@ -1,0 +1,26 @@
+// Device: where a tensor's storage lives (the CPU, or CUDA GPU number index).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace accel {
+
+enum class DeviceType : uint8_t { cpu, cuda };
+
+struct Device {
+  DeviceType type = DeviceType::cpu;
+  int index = 0;
+
+  static constexpr Device cpu() { return Device{DeviceType::cpu, 0}; }
+  static constexpr Device cuda(int index = 0) { return Device{DeviceType::cuda, index}; }
+  // Parses "cpu", "cuda" or "cuda:N"; throws accel::Error on anything else.
+  static Device parse(const std::string& text);
+
+  bool is_cpu() const { return type == DeviceType::cpu; }
+  bool is_cuda() const { return type == DeviceType::cuda; }
+  std::string str() const;  // "cpu" or "cuda:N"
+  bool operator==(const Device&) const = default;
+};
+
+}  // namespace accel

@@ -1,0 +1,48 @@
+// Raw neural-network ops and their backward passes: softmax, log_softmax, layer_norm, embedding,
+// fused cross-entropy and dropout. Halves read and write 16 bits and compute in f32.
+#pragma once
+
+#include "tensor/generator.h"
+#include "tensor/tensor.h"
+
+namespace accel::ops {
+
+Tensor softmax(const Tensor& x, int64_t dim);
+Tensor log_softmax(const Tensor& x, int64_t dim);
+Tensor softmax_backward(const Tensor& grad_out, const Tensor& out, int64_t dim);
+Tensor log_softmax_backward(const Tensor& grad_out, const Tensor& out, int64_t dim);
+
+// Normalises over the last dim; weight and bias ([last dim]) may be undefined.
+// mean and rstd (f32, or f64 for f64 input) have x's shape without its last dim.
+struct LayerNormResult {
+  Tensor out, mean, rstd;
+};
+LayerNormResult layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps);
+struct LayerNormGrads {
+  Tensor grad_input, grad_weight, grad_bias;  // grad_weight/grad_bias undefined without weight/bias
+};
+LayerNormGrads layer_norm_backward(const Tensor& grad_out, const Tensor& x, const Tensor& mean,
+                                   const Tensor& rstd, const Tensor& weight, const Tensor& bias);
+
+// Rows of weight [num, dim] picked by integer indices of any shape: out is indices.shape + [dim].
+Tensor embedding(const Tensor& weight, const Tensor& indices);
+// Sums grad rows into a [num_weights, dim] tensor in a fixed order (deterministic).
+Tensor embedding_backward(const Tensor& grad_out, const Tensor& indices, int64_t num_weights);
+
+enum class Reduction { none, mean, sum };
+// logits [N, C], target [N] (i64 or i32). Targets equal to ignore_index add nothing and do not count
+// towards the mean. The loss is f32 (f64 for f64 logits).
+Tensor cross_entropy(const Tensor& logits, const Tensor& target, int64_t ignore_index = -100,
+                     Reduction reduction = Reduction::mean);
+// grad_loss has the loss's shape; returns d loss / d logits in logits' dtype.
+Tensor cross_entropy_backward(const Tensor& grad_loss, const Tensor& logits, const Tensor& target,
+                              int64_t ignore_index = -100, Reduction reduction = Reduction::mean);
+
+// Zeroes each element with probability p and scales the rest by 1/(1-p). keep_mask is bool.
+// Element i's draw is random_uniform_at(seed, offset, i), identical on every device.
+struct DropoutResult {
+  Tensor out, keep_mask;
+};
+DropoutResult dropout(const Tensor& x, double p, Generator& gen);
+
+}  // namespace accel::ops

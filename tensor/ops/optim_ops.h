@@ -1,0 +1,34 @@
+// Raw fused optimizer updates over lists of tensors, in place; one pass per tensor on the CPU and
+// one multi-tensor launch on CUDA.
+#pragma once
+
+#include <vector>
+
+#include "tensor/tensor.h"
+
+namespace accel::ops {
+
+struct SgdConfig {
+  double lr = 0.01;
+  double momentum = 0.0;
+  double dampening = 0.0;
+  double weight_decay = 0.0;
+  bool nesterov = false;
+};
+// momentum_buffers may be empty when momentum is 0; first_step fills them with the gradient.
+void sgd_step_(const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
+               const std::vector<Tensor>& momentum_buffers, const SgdConfig& config, bool first_step);
+
+struct AdamWConfig {
+  double lr = 1e-3;
+  double beta1 = 0.9;
+  double beta2 = 0.999;
+  double eps = 1e-8;
+  double weight_decay = 0.01;
+};
+// step counts from 1 (for bias correction). exp_avg/exp_avg_sq are f32 (or f64 for f64 params).
+void adamw_step_(const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
+                 const std::vector<Tensor>& exp_avgs, const std::vector<Tensor>& exp_avg_sqs,
+                 const AdamWConfig& config, int64_t step);
+
+}  // namespace accel::ops

@@ -1,0 +1,106 @@
+// Raw reductions: move the reduced dims to the end, make the rows contiguous, reduce each row.
+#include "tensor/ops/reduce.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "tensor/cpu/reduce.h"
+#include "tensor/creation.h"
+#include "tensor/dispatch.h"
+#include "tensor/ops/copy.h"
+#include "tensor/ops/views.h"
+
+#if ACCEL_WITH_CUDA
+#include "tensor/cuda/reduce.h"
+#endif
+
+namespace accel::ops {
+
+namespace {
+
+struct Plan {
+  Tensor rows;   // contiguous [outer, inner]
+  Shape out_shape;
+  int64_t outer = 1, inner = 1;
+};
+
+Plan plan_reduction(const char* op, const Tensor& t, const std::vector<int64_t>& dims, bool keepdim) {
+  if (!t.defined()) throw Error(fmt::format("{}: got an undefined tensor", op));
+  std::vector<bool> reduced(static_cast<size_t>(t.dim()), dims.empty());
+  for (int64_t d : dims) {
+    const int64_t n = normalize_dim(op, d, t.dim());
+    if (t.dim() == 0) continue;
+    if (reduced[n] && !dims.empty())
+      throw Error(fmt::format("{}: dim {} appears twice in {}", op, n, shape_str(dims)));
+    reduced[n] = true;
+  }
+  Plan plan;
+  std::vector<int64_t> order;
+  for (int64_t d = 0; d < t.dim(); ++d) {
+    if (reduced[d]) {
+      plan.inner *= t.shape()[d];
+      if (keepdim) plan.out_shape.push_back(1);
+    } else {
+      order.push_back(d);
+      plan.outer *= t.shape()[d];
+      plan.out_shape.push_back(t.shape()[d]);
+    }
+  }
+  for (int64_t d = 0; d < t.dim(); ++d)
+    if (reduced[d]) order.push_back(d);
+  plan.rows = contiguous(permute(t, order));
+  return plan;
+}
+
+DType sum_dtype(DType in) { return is_floating(in) ? in : DType::i64; }
+
+Tensor reduce(cpu::ReduceOp op, const char* name, const Tensor& t, const std::vector<int64_t>& dims, bool keepdim) {
+  Plan plan = plan_reduction(name, t, dims, keepdim);
+  if (op == cpu::ReduceOp::max && plan.inner == 0)
+    throw Error(fmt::format("{}: cannot take the max over an empty dim of {}", name, shape_str(t.shape())));
+  if (op == cpu::ReduceOp::mean && !is_floating(t.dtype()))
+    throw_unsupported_dtype(name, t.dtype(), "a floating dtype");
+  const DType out_dtype = op == cpu::ReduceOp::max ? t.dtype() : sum_dtype(t.dtype());
+  Tensor out = empty(plan.out_shape, out_dtype, t.device());
+  ACCEL_DISPATCH(name, t.device(), reduce_rows, op, out, plan.rows, plan.outer, plan.inner);
+  return out;
+}
+
+}  // namespace
+
+Tensor sum(const Tensor& t, const std::vector<int64_t>& dims, bool keepdim) {
+  return reduce(cpu::ReduceOp::sum, "sum", t, dims, keepdim);
+}
+Tensor sum(const Tensor& t) { return sum(t, {}, false); }
+Tensor mean(const Tensor& t, const std::vector<int64_t>& dims, bool keepdim) {
+  return reduce(cpu::ReduceOp::mean, "mean", t, dims, keepdim);
+}
+Tensor mean(const Tensor& t) { return mean(t, {}, false); }
+Tensor max(const Tensor& t, const std::vector<int64_t>& dims, bool keepdim) {
+  return reduce(cpu::ReduceOp::max, "max", t, dims, keepdim);
+}
+Tensor max(const Tensor& t) { return max(t, {}, false); }
+
+Tensor argmax(const Tensor& t, int64_t dim, bool keepdim) {
+  const int64_t d = normalize_dim("argmax", dim, t.dim());
+  Plan plan = plan_reduction("argmax", t, {d}, keepdim);
+  if (plan.inner == 0) throw Error(fmt::format("argmax: dim {} of {} is empty", d, shape_str(t.shape())));
+  Tensor out = empty(plan.out_shape, DType::i64, t.device());
+  ACCEL_DISPATCH("argmax", t.device(), argmax_rows, out, plan.rows, plan.outer, plan.inner);
+  return out;
+}
+
+Tensor sum_to_shape(const Tensor& t, const Shape& shape) {
+  if (t.shape() == shape) return t;
+  if (broadcast_shapes("sum_to_shape", t.shape(), shape) != t.shape())
+    throw Error(fmt::format("sum_to_shape: {} is not a broadcast of {}", shape_str(t.shape()), shape_str(shape)));
+  const int64_t lead = t.dim() - static_cast<int64_t>(shape.size());
+  std::vector<int64_t> dims;
+  for (int64_t d = 0; d < t.dim(); ++d)
+    if (d < lead || (shape[d - lead] == 1 && t.shape()[d] != 1)) dims.push_back(d);
+  if (dims.empty()) return reshape(t, shape);
+  return reshape(sum(t, dims, true), shape);
+}
+
+}  // namespace accel::ops

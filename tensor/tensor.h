@@ -1,0 +1,118 @@
+// Tensor: a cheap, shared handle to a strided view of a Storage, with its dtype, device and the
+// autograd metadata that the autograd layer fills in. Ops are free functions (see tensor/ops/).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <iosfwd>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tensor/device.h"
+#include "tensor/dtype.h"
+#include "tensor/error.h"
+#include "tensor/shape.h"
+#include "tensor/storage.h"
+
+namespace accel {
+
+namespace autograd {
+class Node;
+}
+
+class Tensor;
+struct AutogradMeta;
+
+struct TensorImpl {
+  std::shared_ptr<Storage> storage;
+  Shape shape;
+  Strides strides;
+  int64_t offset = 0;  // in elements
+  DType dtype = DType::f32;
+  std::shared_ptr<AutogradMeta> autograd;
+};
+
+class Tensor {
+ public:
+  Tensor() = default;
+  explicit Tensor(std::shared_ptr<TensorImpl> impl) : impl_(std::move(impl)) {}
+  // A view with the given layout over existing storage.
+  static Tensor make_view(std::shared_ptr<Storage> storage, Shape shape, Strides strides, int64_t offset,
+                          DType dtype);
+
+  bool defined() const { return impl_ != nullptr; }
+  const Shape& shape() const;
+  int64_t dim() const { return static_cast<int64_t>(shape().size()); }
+  int64_t size(int64_t dim) const;  // negative dims count from the end
+  const Strides& strides() const;
+  int64_t stride(int64_t dim) const;
+  int64_t offset() const;
+  int64_t numel() const;
+  DType dtype() const;
+  Device device() const;
+  bool is_contiguous() const;
+  size_t nbytes() const { return static_cast<size_t>(numel()) * dtype_size(dtype()); }
+
+  const std::shared_ptr<Storage>& storage() const;
+  void* data_ptr() const;  // first element of this view (a device pointer on CUDA)
+  template <class T>
+  T* data() const {
+    check_dtype_for_access(dtype_of<T>());
+    return static_cast<T*>(data_ptr());
+  }
+
+  // The single value of a one-element tensor as double (copied from the device if needed).
+  double item() const;
+  // The elements in row-major order, copied to the host; T must match the dtype.
+  template <class T>
+  std::vector<T> to_vector() const;
+
+  std::string str() const;  // "Tensor(f32, cpu, [2, 3])"
+  bool is_same(const Tensor& other) const { return impl_ == other.impl_; }
+  TensorImpl* impl() const { return impl_.get(); }
+
+  // Autograd metadata; the autograd layer gives it meaning.
+  bool requires_grad() const;
+  // Marks a leaf as a trainable input; only floating dtypes can require grad.
+  Tensor& requires_grad_(bool enabled = true);
+  bool is_leaf() const;
+  Tensor grad() const;
+  void set_grad(const Tensor& grad) const;
+  const std::shared_ptr<autograd::Node>& grad_fn() const;
+  AutogradMeta* autograd_meta() const;
+  AutogradMeta& ensure_autograd_meta() const;
+  // Calls hook(leaf) each time backward has finished accumulating into this leaf's grad.
+  void add_grad_ready_hook(std::function<void(Tensor&)> hook) const;
+
+  // Replaces this tensor's data and layout with other's, keeping its identity and autograd metadata,
+  // so that every handle (an optimizer's, say) sees the moved or cast parameter.
+  void set_data(const Tensor& other) const;
+
+ private:
+  void check_defined(const char* what) const;
+  void check_dtype_for_access(DType requested) const;
+  std::shared_ptr<TensorImpl> impl_;
+};
+
+struct AutogradMeta {
+  bool requires_grad = false;
+  Tensor grad;
+  std::shared_ptr<autograd::Node> grad_fn;  // set on outputs of recorded ops
+  uint32_t output_nr = 0;                   // which output of grad_fn this tensor is
+  std::weak_ptr<autograd::Node> grad_accumulator;  // leaves: the node that accumulates into grad
+  std::vector<std::function<void(Tensor&)>> grad_ready_hooks;
+};
+
+// Prints dtype, device, shape and (for small tensors) the values.
+std::ostream& operator<<(std::ostream& out, const Tensor& tensor);
+
+extern template std::vector<double> Tensor::to_vector<double>() const;
+extern template std::vector<float> Tensor::to_vector<float>() const;
+extern template std::vector<Half> Tensor::to_vector<Half>() const;
+extern template std::vector<BFloat16> Tensor::to_vector<BFloat16>() const;
+extern template std::vector<int64_t> Tensor::to_vector<int64_t>() const;
+extern template std::vector<int32_t> Tensor::to_vector<int32_t>() const;
+extern template std::vector<bool> Tensor::to_vector<bool>() const;
+
+}  // namespace accel

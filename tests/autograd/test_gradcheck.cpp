@@ -1,0 +1,109 @@
+// Every differentiable op of autograd/functions.h against finite differences in f64.
+#include <doctest/doctest.h>
+
+#include "accel.h"
+
+using namespace accel;
+
+namespace {
+
+Tensor input(const Shape& shape, uint64_t seed, double shift = 0.0) {
+  Generator gen(seed);
+  return (randn(shape, gen, DType::f64) + shift).requires_grad_();
+}
+
+void check(const std::function<Tensor(const std::vector<Tensor>&)>& f, const std::vector<Tensor>& inputs) {
+  const GradcheckResult r = gradcheck(f, inputs);
+  CHECK_MESSAGE(r.ok, r.message);
+}
+
+}  // namespace
+
+TEST_CASE("gradcheck: broadcasting arithmetic") {
+  Tensor a = input({3, 4}, 1), b = input({4}, 2), c = input({3, 1}, 3, 3.0);
+  check([](const auto& x) { return x[0] + x[1]; }, {a, b});
+  check([](const auto& x) { return x[0] - x[1]; }, {a, c});
+  check([](const auto& x) { return x[0] * x[1]; }, {a, b});
+  check([](const auto& x) { return x[0] / x[1]; }, {a, c});
+  check([](const auto& x) { return pow(x[1], x[0]); }, {a, c});
+  check([](const auto& x) { return pow(x[0], 3.0); }, {a});
+  check([](const auto& x) { return 2.0 - x[0] * 3.0 + 1.0 / x[1]; }, {a, c});
+  check([](const auto& x) { return maximum(x[0], x[1]); }, {a, b});
+  check([](const auto& x) { return minimum(x[0], x[1]); }, {a, b});
+}
+
+TEST_CASE("gradcheck: unary math") {
+  Tensor a = input({2, 5}, 4), p = input({2, 5}, 5, 4.0);
+  check([](const auto& x) { return -x[0]; }, {a});
+  check([](const auto& x) { return exp(x[0]); }, {a});
+  check([](const auto& x) { return log(x[0]); }, {p});
+  check([](const auto& x) { return sqrt(x[0]); }, {p});
+  check([](const auto& x) { return abs(x[0]); }, {a});
+  check([](const auto& x) { return tanh(x[0]); }, {a});
+  check([](const auto& x) { return sigmoid(x[0]); }, {a});
+  check([](const auto& x) { return relu(x[0]); }, {a});
+  check([](const auto& x) { return gelu(x[0]); }, {a});
+}
+
+TEST_CASE("gradcheck: where and masked_fill") {
+  Tensor a = input({3, 4}, 6), b = input({4}, 7);
+  check([](const auto& x) { return where(gt(x[0], 0.0), x[0], x[1]); }, {a, b});
+  check([](const auto& x) { return masked_fill(x[0], lt(x[0], 0.0), -5.0); }, {a});
+}
+
+TEST_CASE("gradcheck: views") {
+  Tensor a = input({2, 3, 4}, 8);
+  check([](const auto& x) { return reshape(x[0], {6, 4}); }, {a});
+  check([](const auto& x) { return view(x[0], {4, -1}); }, {a});
+  check([](const auto& x) { return transpose(x[0], 0, 2) * 1.5; }, {a});
+  check([](const auto& x) { return permute(x[0], {1, 2, 0}); }, {a});
+  check([](const auto& x) { return narrow(x[0], 1, 1, 2); }, {a});
+  check([](const auto& x) { return slice(x[0], 2, 0, 4, 3); }, {a});
+  check([](const auto& x) { return select(x[0], 2, 1); }, {a});
+  check([](const auto& x) { return expand(unsqueeze(x[0], 0), {3, 2, 3, 4}); }, {a});
+  check([](const auto& x) { return squeeze(narrow(x[0], 0, 1, 1), 0); }, {a});
+  check([](const auto& x) { return flatten(x[0], 1); }, {a});
+  check([](const auto& x) { return contiguous(transpose(x[0], 0, 1)); }, {a});
+  check([](const auto& x) { auto p = split(x[0], 2, 2); return p[1] * p[0]; }, {a});
+  check([](const auto& x) { auto p = split(x[0], std::vector<int64_t>{1, 2}, 1); return sum(p[1], {1}); }, {a});
+}
+
+TEST_CASE("gradcheck: copies and joins") {
+  Tensor a = input({2, 3}, 9), b = input({2, 3}, 10);
+  check([](const auto& x) { return cat({x[0], x[1] * 2.0}, 1); }, {a, b});
+  check([](const auto& x) { return stack({x[0], x[1]}, 1); }, {a, b});
+  check([](const auto& x) { return clone(x[0]); }, {a});
+  check([](const auto& x) { return index_select(x[0], 1, from_vector<int64_t>({2, 0, 2})); }, {a});
+}
+
+TEST_CASE("gradcheck: reductions") {
+  Tensor a = input({3, 4, 2}, 11);
+  check([](const auto& x) { return sum(x[0]); }, {a});
+  check([](const auto& x) { return sum(x[0], {1}, true); }, {a});
+  check([](const auto& x) { return sum(x[0], {0, 2}); }, {a});
+  check([](const auto& x) { return mean(x[0], {-1}); }, {a});
+  check([](const auto& x) { return mean(x[0]); }, {a});
+  check([](const auto& x) { return max(x[0], {1}); }, {a});
+  check([](const auto& x) { return max(x[0], {0, 2}, true); }, {a});
+}
+
+TEST_CASE("max shares the grad between ties") {
+  Tensor x = from_vector<double>({1, 3, 3}).requires_grad_();
+  backward(max(x));
+  CHECK(x.grad().to_vector<double>() == std::vector<double>{0, 0.5, 0.5});
+}
+
+TEST_CASE("reductions: values, keepdim, dtypes and errors") {
+  Tensor t = reshape(arange(0.0, 6.0, 1.0, DType::f32), {2, 3});
+  CHECK(sum(t, {1}).to_vector<float>() == std::vector<float>{3, 12});
+  CHECK(sum(t, {0}, true).shape() == Shape{1, 3});
+  CHECK(mean(t).item() == 2.5);
+  CHECK(max(t, {0}).to_vector<float>() == std::vector<float>{3, 4, 5});
+  CHECK(argmax(t, 1).to_vector<int64_t>() == std::vector<int64_t>{2, 2});
+  CHECK(argmax(from_vector<float>({1, 5, 5}), 0).item() == 1);  // the first maximum
+  CHECK(sum(ones({4}, DType::boolean)).dtype() == DType::i64);
+  CHECK_THROWS_WITH_AS(sum(t, {2}), "sum: dim 2 out of range for a tensor of rank 2 (expected -2..1)", Error);
+  CHECK_THROWS_WITH_AS(sum(t, {1, 1}), "sum: dim 1 appears twice in [1, 1]", Error);
+  CHECK_THROWS_WITH_AS(mean(ones({2}, DType::i32)), "mean: unsupported dtype i32, expected a floating dtype", Error);
+  CHECK_THROWS_WITH_AS(max(zeros({2, 0}), {1}), "max: cannot take the max over an empty dim of [2, 0]", Error);
+}
