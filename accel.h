@@ -9,3 +9,5 @@
 #include "autograd/functions.h"
 #include "autograd/grad_mode.h"
 #include "autograd/gradcheck.h"
+#include "runtime/data_loader.h"
+#include "runtime/dataset.h"

@@ -1,0 +1,118 @@
+// DataLoader: batches of a Dataset in a seeded per-epoch order, sharded between data-parallel
+// ranks by global sample position so every rank sees a disjoint part of each epoch.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <iterator>
+#include <memory>
+#include <vector>
+
+#include "runtime/dataset.h"
+
+namespace accel {
+
+struct DataLoaderOptions {
+  int64_t batch_size = 1;
+  bool shuffle = false;
+  uint64_t seed = 0;  // with shuffle: the epoch's order depends only on (seed, epoch)
+  bool drop_last = false;
+};
+
+// How each epoch is split between ranks; the Accelerator sets it in prepare().
+struct ShardOptions {
+  int rank = 0;
+  int world_size = 1;
+  // With several ranks, pad the last step with samples from the start of the epoch so every rank
+  // runs equally many full batches. One process keeps its short last batch.
+  bool even_batches = true;
+  // batch_size is the global batch, split between the ranks (otherwise it is per rank).
+  bool split_batches = false;
+};
+
+struct Batch {
+  std::vector<Tensor> fields;
+  // Trailing samples of this batch that repeat earlier ones (even_batches padding);
+  // gather_for_metrics drops them so every sample counts once.
+  int64_t padding = 0;
+
+  Tensor& operator[](size_t i) { return fields.at(i); }
+  const Tensor& operator[](size_t i) const { return fields.at(i); }
+  size_t size() const { return fields.size(); }
+};
+
+class DataLoader {
+ public:
+  DataLoader(std::shared_ptr<const Dataset> dataset, DataLoaderOptions options = {});
+
+  // Reshuffles: the same epoch gives the same order on every rank.
+  void set_epoch(int64_t epoch) { epoch_ = epoch; }
+  int64_t epoch() const { return epoch_; }
+  void shard(const ShardOptions& shard);
+  const ShardOptions& shard_options() const { return shard_; }
+  // Batches are moved to this device as they are produced.
+  void set_device(Device device) { device_ = device; }
+  Device device() const { return device_; }
+
+  const Dataset& dataset() const { return *dataset_; }
+  const DataLoaderOptions& options() const { return options_; }
+  int64_t per_rank_batch_size() const;
+  int64_t global_batch_size() const { return per_rank_batch_size() * shard_.world_size; }
+  // Steps this rank runs per epoch.
+  int64_t size() const;
+
+  // The epoch's order of sample indices: a seeded permutation, or 0..N-1 without shuffle.
+  const std::vector<int64_t>& epoch_order() const;
+
+  struct StepPlan {
+    std::vector<int64_t> indices;  // this rank's sample indices for the step
+    int64_t padding = 0;
+  };
+  StepPlan plan(int64_t step) const;
+  Batch batch(int64_t step) const;
+
+  class Iterator {
+   public:
+    using iterator_category = std::input_iterator_tag;
+    using value_type = Batch;
+    using difference_type = std::ptrdiff_t;
+    using pointer = void;
+    using reference = Batch;
+
+    Iterator(const DataLoader* loader, int64_t step) : loader_(loader), step_(step) {}
+    Batch operator*() const { return loader_->batch(step_); }
+    Iterator& operator++() {
+      ++step_;
+      return *this;
+    }
+    Iterator operator++(int) {
+      Iterator before = *this;
+      ++step_;
+      return before;
+    }
+    bool operator==(const Iterator& other) const { return step_ == other.step_; }
+
+   private:
+    const DataLoader* loader_;
+    int64_t step_;
+  };
+  Iterator begin() const { return Iterator(this, 0); }
+  Iterator end() const { return Iterator(this, size()); }
+
+ private:
+  bool pads() const;
+
+  std::shared_ptr<const Dataset> dataset_;
+  DataLoaderOptions options_;
+  ShardOptions shard_;
+  int64_t epoch_ = 0;
+  Device device_ = Device::cpu();
+  // epoch_order() of the last epoch asked for, so a step does not redraw the whole permutation.
+  mutable std::vector<int64_t> order_cache_;
+  mutable int64_t order_cache_epoch_ = -1;
+};
+
+// A uniformly random permutation of 0..n-1 drawn from Philox stream (seed, stream).
+std::vector<int64_t> random_permutation(int64_t n, uint64_t seed, uint64_t stream);
+
+}  // namespace accel
