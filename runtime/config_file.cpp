@@ -1,0 +1,159 @@
+// Config file parsing with yaml-cpp: every key is checked against the known ones and every value
+// against its type and range, and errors carry the line the user has to fix.
+#include "runtime/config_file.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <yaml-cpp/yaml.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <sstream>
+
+#include "tensor/error.h"
+
+namespace accel {
+
+namespace {
+
+[[noreturn]] void fail(const std::string& source, const YAML::Node& node, const std::string& message) {
+  throw Error(fmt::format("{}:{}: {}", source, node.Mark().line + 1, message));
+}
+
+int as_int(const std::string& source, const std::string& key, const YAML::Node& value, int min) {
+  int out = 0;
+  if (!value.IsScalar() || !YAML::convert<int>::decode(value, out) || out < min)
+    fail(source, value, fmt::format("{} must be an integer >= {}, got '{}'", key, min, value.IsScalar() ? value.Scalar() : "a non-scalar"));
+  return out;
+}
+
+std::string as_choice(const std::string& source, const std::string& key, const YAML::Node& value,
+                      std::initializer_list<const char*> choices) {
+  const std::string text = value.IsScalar() ? value.Scalar() : "";
+  for (const char* c : choices)
+    if (text == c) return text;
+  fail(source, value, fmt::format("{} must be one of {}, got '{}'", key, fmt::join(choices, ", "),
+                                  value.IsScalar() ? text : "a non-scalar"));
+}
+
+std::string as_string(const std::string& source, const std::string& key, const YAML::Node& value) {
+  if (!value.IsScalar()) fail(source, value, fmt::format("{} must be a string", key));
+  return value.Scalar();
+}
+
+bool as_bool(const std::string& source, const std::string& key, const YAML::Node& value) {
+  bool out = false;
+  if (!value.IsScalar() || !YAML::convert<bool>::decode(value, out))
+    fail(source, value, fmt::format("{} must be true or false, got '{}'", key, value.IsScalar() ? value.Scalar() : "a non-scalar"));
+  return out;
+}
+
+using Setter = std::function<void(ConfigFile&, const std::string&, const YAML::Node&)>;
+
+const std::map<std::string, Setter>& setters() {
+  static const std::map<std::string, Setter> table = {
+      {"environment", [](ConfigFile& c, const std::string& s, const YAML::Node& v) { c.environment = as_choice(s, "environment", v, {"local", "hosts", "slurm"}); }},
+      {"num_machines", [](ConfigFile& c, const std::string& s, const YAML::Node& v) { c.num_machines = as_int(s, "num_machines", v, 1); }},
+      {"num_processes", [](ConfigFile& c, const std::string& s, const YAML::Node& v) { c.num_processes = as_int(s, "num_processes", v, 1); }},
+      {"machine_rank", [](ConfigFile& c, const std::string& s, const YAML::Node& v) { c.machine_rank = as_int(s, "machine_rank", v, 0); }},
+      {"main_process_ip", [](ConfigFile& c, const std::string& s, const YAML::Node& v) { c.main_process_ip = as_string(s, "main_process_ip", v); }},
+      {"main_process_port", [](ConfigFile& c, const std::string& s, const YAML::Node& v) { c.main_process_port = as_int(s, "main_process_port", v, 1); }},
+      {"hostfile", [](ConfigFile& c, const std::string& s, const YAML::Node& v) { c.hostfile = as_string(s, "hostfile", v); }},
+      {"mixed_precision", [](ConfigFile& c, const std::string& s, const YAML::Node& v) { c.mixed_precision = as_choice(s, "mixed_precision", v, {"no", "fp16", "bf16"}); }},
+      {"gradient_accumulation_steps", [](ConfigFile& c, const std::string& s, const YAML::Node& v) { c.gradient_accumulation_steps = as_int(s, "gradient_accumulation_steps", v, 1); }},
+      {"use_cpu", [](ConfigFile& c, const std::string& s, const YAML::Node& v) { c.use_cpu = as_bool(s, "use_cpu", v); }},
+      {"backend", [](ConfigFile& c, const std::string& s, const YAML::Node& v) { c.backend = as_choice(s, "backend", v, {"auto", "mpi", "ring", "nccl"}); }},
+  };
+  return table;
+}
+
+}  // namespace
+
+std::string default_config_path() {
+  if (const char* explicit_path = std::getenv("ACCEL_CONFIG_FILE"); explicit_path && *explicit_path) return explicit_path;
+  if (const char* xdg = std::getenv("XDG_CONFIG_HOME"); xdg && *xdg) return std::string(xdg) + "/accel/config.yaml";
+  const char* home = std::getenv("HOME");
+  return std::string(home && *home ? home : ".") + "/.config/accel/config.yaml";
+}
+
+ConfigFile parse_config(const std::string& yaml_text, const std::string& source_name) {
+  YAML::Node root;
+  try {
+    root = YAML::Load(yaml_text);
+  } catch (const YAML::Exception& e) {
+    throw Error(fmt::format("{}:{}: not valid YAML: {}", source_name, e.mark.line + 1, e.msg));
+  }
+  ConfigFile config;
+  if (root.IsNull()) return config;
+  if (!root.IsMap()) fail(source_name, root, "expected a mapping of keys to values");
+  for (const auto& entry : root) {
+    const std::string key = entry.first.IsScalar() ? entry.first.Scalar() : "";
+    auto it = setters().find(key);
+    if (it == setters().end()) {
+      std::vector<std::string> known;
+      for (const auto& [k, _] : setters()) known.push_back(k);
+      fail(source_name, entry.first, fmt::format("unknown key '{}' (known keys: {})", key, fmt::join(known, ", ")));
+    }
+    it->second(config, source_name, entry.second);
+  }
+  validate_config(config, source_name);
+  return config;
+}
+
+void validate_config(const ConfigFile& c, const std::string& source) {
+  if (c.machine_rank >= c.num_machines)
+    throw Error(fmt::format("{}: machine_rank {} must be below num_machines {}", source, c.machine_rank, c.num_machines));
+  if (c.num_processes < c.num_machines)
+    throw Error(fmt::format("{}: num_processes {} is fewer than num_machines {}", source, c.num_processes, c.num_machines));
+  if (c.environment == "local" && c.num_machines != 1)
+    throw Error(fmt::format("{}: environment 'local' runs on one machine, but num_machines is {}", source, c.num_machines));
+  if (c.use_cpu && c.backend == "nccl")
+    throw Error(fmt::format("{}: use_cpu true contradicts backend 'nccl' (NCCL needs GPUs)", source));
+}
+
+ConfigFile load_config(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw Error(fmt::format("load_config: cannot open '{}'", path));
+  std::stringstream text;
+  text << in.rdbuf();
+  return parse_config(text.str(), path);
+}
+
+std::string to_yaml(const ConfigFile& c) {
+  return fmt::format(
+      "# accel config: written by `accel config`; read by `accel launch` and the Accelerator.\n"
+      "# Where the job runs: local (this machine), hosts (several machines), slurm.\n"
+      "environment: {}\n"
+      "# Machines, and processes over all of them (one per GPU, or per CPU socket/core group).\n"
+      "num_machines: {}\n"
+      "num_processes: {}\n"
+      "# This machine's index when launching with machine flags (0 is the main machine).\n"
+      "machine_rank: {}\n"
+      "main_process_ip: \"{}\"\n"
+      "main_process_port: {}\n"
+      "# An Open MPI hostfile (one 'host slots=N' per line); takes the place of the machine flags.\n"
+      "hostfile: \"{}\"\n"
+      "# no, fp16 (with a dynamic loss scaler) or bf16.\n"
+      "mixed_precision: {}\n"
+      "gradient_accumulation_steps: {}\n"
+      "# Train on the CPU even when GPUs are present.\n"
+      "use_cpu: {}\n"
+      "# Gradient all-reduce: auto (nccl on GPUs, else mpi), mpi, ring, nccl.\n"
+      "backend: {}\n",
+      c.environment, c.num_machines, c.num_processes, c.machine_rank, c.main_process_ip, c.main_process_port,
+      c.hostfile, c.mixed_precision, c.gradient_accumulation_steps, c.use_cpu ? "true" : "false", c.backend);
+}
+
+void save_config(const ConfigFile& config, const std::string& path) {
+  const std::filesystem::path p(path);
+  if (p.has_parent_path()) std::filesystem::create_directories(p.parent_path());
+  std::ofstream out(path);
+  if (!out) throw Error(fmt::format("save_config: cannot write '{}'", path));
+  out << to_yaml(config);
+  if (!out) throw Error(fmt::format("save_config: writing '{}' failed", path));
+}
+
+}  // namespace accel

@@ -1,0 +1,42 @@
+// The accel config file: the answers of `accel config`, stored as YAML and read by `accel launch`
+// and by the Accelerator (settings precedence: code, then ACCEL_* environment, then this file).
+#pragma once
+
+#include <optional>
+#include <string>
+
+namespace accel {
+
+struct ConfigFile {
+  // Where the job runs: "local" (this machine), "hosts" (several machines: hostfile or machine
+  // flags), or "slurm" (inside a SLURM allocation).
+  std::string environment = "local";
+  int num_machines = 1;
+  int num_processes = 1;  // in total, over all machines
+  int machine_rank = 0;
+  std::string main_process_ip;
+  int main_process_port = 29500;
+  std::string hostfile;
+  std::string mixed_precision = "no";  // no, fp16, bf16
+  int gradient_accumulation_steps = 1;
+  bool use_cpu = false;
+  std::string backend = "auto";  // auto, mpi, ring, nccl
+
+  bool operator==(const ConfigFile&) const = default;
+};
+
+// $ACCEL_CONFIG_FILE if set, else $XDG_CONFIG_HOME/accel/config.yaml, else ~/.config/accel/config.yaml.
+std::string default_config_path();
+
+// Parses YAML text. An unknown key or a bad value throws accel::Error naming the source, the key,
+// the line and what was expected, e.g. "config.yaml:3: unknown key 'mixed_precison'".
+ConfigFile parse_config(const std::string& yaml_text, const std::string& source_name);
+ConfigFile load_config(const std::string& path);
+// The YAML form, with one comment line per key saying what it means.
+std::string to_yaml(const ConfigFile& config);
+// Writes to path, creating its directory.
+void save_config(const ConfigFile& config, const std::string& path);
+// Throws accel::Error when values contradict each other (machine_rank >= num_machines, ...).
+void validate_config(const ConfigFile& config, const std::string& source_name);
+
+}  // namespace accel
