@@ -14,7 +14,8 @@ std::vector<double> as_f64(const Tensor& t) { return contiguous(to(t, DType::f64
 
 void check_close(const std::vector<double>& got, const std::vector<double>& want, double tol) {
   REQUIRE(got.size() == want.size());
-  for (size_t i = 0; i < got.size(); ++i) CHECK_MESSAGE(std::abs(got[i] - want[i]) <= tol, "element " << i << ": " << got[i] << " vs " << want[i]);
+  for (size_t i = 0; i < got.size(); ++i)
+    CHECK_MESSAGE(std::abs(got[i] - want[i]) <= tol, "element " << i << ": " << got[i] << " vs " << want[i]);
 }
 
 }  // namespace

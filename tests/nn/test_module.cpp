@@ -58,9 +58,9 @@ TEST_CASE("a GPT with 2 blocks lists exactly the parameter names checkpoints use
   GPT gpt({.vocab_size = 11, .block_size = 8, .n_layer = 2, .n_head = 2, .n_embd = 8}, gen);
   std::vector<std::string> expected{"wte.weight", "wpe.weight"};
   for (const char* block : {"blocks.0", "blocks.1"})
-    for (const char* leaf : {"ln_1.weight", "ln_1.bias", "attn.qkv.weight", "attn.qkv.bias", "attn.proj.weight",
-                             "attn.proj.bias", "ln_2.weight", "ln_2.bias", "mlp.fc.weight", "mlp.fc.bias",
-                             "mlp.proj.weight", "mlp.proj.bias"})
+    for (const char* leaf :
+         {"ln_1.weight", "ln_1.bias", "attn.qkv.weight", "attn.qkv.bias", "attn.proj.weight", "attn.proj.bias",
+          "ln_2.weight", "ln_2.bias", "mlp.fc.weight", "mlp.fc.bias", "mlp.proj.weight", "mlp.proj.bias"})
       expected.push_back(std::string(block) + "." + leaf);
   for (const char* tail : {"ln_f.weight", "ln_f.bias", "lm_head.weight"}) expected.push_back(tail);
   const StateDict params = gpt.named_parameters();
@@ -73,8 +73,8 @@ TEST_CASE("a GPT with 2 blocks lists exactly the parameter names checkpoints use
 
 TEST_CASE("registration rejects clashing, dotted and empty names, non-leaves and integer parameters") {
   Parent p;
-  CHECK_THROWS_WITH_AS(p.register_parameter("a", zeros({1})), "register_parameter: Parent already has an entry named 'a'",
-                       Error);
+  CHECK_THROWS_WITH_AS(p.register_parameter("a", zeros({1})),
+                       "register_parameter: Parent already has an entry named 'a'", Error);
   CHECK_THROWS_WITH_AS(p.register_buffer("stats", zeros({1})),
                        "register_buffer: Parent already has an entry named 'stats'", Error);
   CHECK_THROWS_WITH_AS(p.register_module("x.y", std::make_shared<Leaf>()),

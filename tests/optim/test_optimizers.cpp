@@ -30,11 +30,12 @@ struct SgdReference {
   SGDOptions o;
   Vec p, buf;
   void step(const Vec& grad) {
+    const bool first = buf.empty();
+    if (first) buf.resize(p.size());
     for (size_t i = 0; i < p.size(); ++i) {
       double g = grad[i] + o.weight_decay * p[i];
       if (o.momentum != 0) {
-        if (buf.size() < p.size()) buf.resize(p.size()), buf[i] = g;
-        else buf[i] = o.momentum * buf[i] + (1 - o.dampening) * g;
+        buf[i] = first ? g : o.momentum * buf[i] + (1 - o.dampening) * g;
         g = o.nesterov ? g + o.momentum * buf[i] : buf[i];
       }
       p[i] -= o.lr * g;
@@ -78,8 +79,7 @@ StateDict snapshot(const StateDict& state) {
 
 TEST_CASE("SGD matches PyTorch's rule over several steps: plain, momentum, dampening, nesterov, weight decay") {
   const Vec start{1.0, -2.0, 0.5};
-  for (const SGDOptions& o : {SGDOptions{.lr = 0.1},
-                              SGDOptions{.lr = 0.1, .momentum = 0.9},
+  for (const SGDOptions& o : {SGDOptions{.lr = 0.1}, SGDOptions{.lr = 0.1, .momentum = 0.9},
                               SGDOptions{.lr = 0.05, .momentum = 0.8, .dampening = 0.3},
                               SGDOptions{.lr = 0.1, .momentum = 0.9, .nesterov = true},
                               SGDOptions{.lr = 0.1, .momentum = 0.9, .weight_decay = 0.1, .nesterov = true},
@@ -109,8 +109,8 @@ TEST_CASE("SGD matches PyTorch's rule over several steps: plain, momentum, dampe
 
 TEST_CASE("AdamW matches PyTorch's rule over several steps") {
   const Vec start{1.0, -2.0, 0.5};
-  for (const AdamWOptions& o : {AdamWOptions{}, AdamWOptions{.lr = 0.1, .beta1 = 0.8, .beta2 = 0.95, .eps = 1e-6,
-                                                              .weight_decay = 0.1}}) {
+  for (const AdamWOptions& o :
+       {AdamWOptions{}, AdamWOptions{.lr = 0.1, .beta1 = 0.8, .beta2 = 0.95, .eps = 1e-6, .weight_decay = 0.1}}) {
     Tensor p = param(start);
     AdamW adamw({p}, o);
     AdamWReference ref{o, start, {}, {}};
@@ -132,7 +132,8 @@ TEST_CASE("parameters without a grad are skipped and keep their own step count")
   adamw.step();
   ra.step(grad_at(0));
   CHECK(values(b) == Vec{0.3, 0.2, 0.1});
-  CHECK(keys(adamw.state_dict()) == std::vector<std::string>{"lr", "state.0.step", "state.0.exp_avg", "state.0.exp_avg_sq"});
+  CHECK(keys(adamw.state_dict()) ==
+        std::vector<std::string>{"lr", "state.0.step", "state.0.exp_avg", "state.0.exp_avg_sq"});
   for (int s = 1; s < 4; ++s) {  // b joins at step 1, so its bias correction lags a's
     a.set_grad(from_vector<double>(grad_at(s)));
     b.set_grad(from_vector<double>(grad_at(s + 7)));
@@ -202,8 +203,8 @@ TEST_CASE("loading a state that does not fit names every missing, unexpected and
                        "keys [state.0.exp_avg: optimizer [3], state [4]]",
                        Error);
   CHECK(adamw.lr() == 1e-3);  // unchanged
-  CHECK_THROWS_WITH_AS(adamw.load_state_dict({}), "load_state_dict: the state does not fit this AdamW: missing keys [lr]",
-                       Error);
+  CHECK_THROWS_WITH_AS(adamw.load_state_dict({}),
+                       "load_state_dict: the state does not fit this AdamW: missing keys [lr]", Error);
   CHECK_THROWS_WITH_AS(AdamW({a, a}, {}), "Optimizer: parameter 1 appears twice", Error);
 }
 
@@ -221,7 +222,7 @@ TEST_CASE("Module::to(DType) keeps the optimizer's handles valid, state included
   CHECK(adamw.params()[0].dtype() == DType::f64);
   const Vec before = values(lin.weight());
   train_step(DType::f64);
-  CHECK(values(lin.weight()) != before);  // the optimizer updated the model's (cast) weight
+  CHECK(values(lin.weight()) != before);                      // the optimizer updated the model's (cast) weight
   CHECK(adamw.state_dict()[2].second.dtype() == DType::f64);  // state.0.exp_avg followed the parameter
   lin.to(DType::f32);
   train_step(DType::f32);
