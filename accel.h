@@ -9,3 +9,4 @@
 #include "autograd/functions.h"
 #include "autograd/grad_mode.h"
 #include "autograd/gradcheck.h"
+#include "runtime/safetensors.h"
