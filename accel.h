@@ -29,3 +29,4 @@
 #include "optim/sgd.h"
 #include "runtime/data_loader.h"
 #include "runtime/dataset.h"
+#include "runtime/safetensors.h"
