@@ -30,6 +30,8 @@ namespace {
 using Json = nlohmann::ordered_json;
 
 constexpr const char* kMetadataKey = "__metadata__";
+// serde_json, which the reference reads headers with, stops at 128 levels; a real header has 3.
+constexpr int kMaxHeaderDepth = 128;
 
 struct FormatDType {
   DType dtype;
@@ -69,9 +71,13 @@ Json parse_json(const std::string& ctx, const std::string& text) {
   // nlohmann's lexer reads a NUL byte as the end of the input, which would accept "{}\0anything".
   if (const size_t nul = text.find('\0'); nul != std::string::npos)
     throw Error(fmt::format("{}: header is not valid JSON: it holds a NUL byte at offset {}", ctx, nul));
-  // nlohmann keeps the last of duplicate keys; the callback sees every key, so we can refuse them.
+  // nlohmann keeps the last of duplicate keys; the callback sees every key, so we can refuse them. It also
+  // bounds the nesting, as the reference's JSON parser does, so a hostile header cannot exhaust memory.
   std::vector<std::unordered_set<std::string>> open_objects;
-  auto reject_duplicates = [&](int, Json::parse_event_t event, Json& parsed) {
+  auto check_keys_and_depth = [&](int depth, Json::parse_event_t event, Json& parsed) {
+    const bool opens = event == Json::parse_event_t::object_start || event == Json::parse_event_t::array_start;
+    if (opens && depth >= kMaxHeaderDepth)
+      throw Error(fmt::format("{}: header nests deeper than {} levels", ctx, kMaxHeaderDepth));
     if (event == Json::parse_event_t::object_start) {
       open_objects.emplace_back();
     } else if (event == Json::parse_event_t::object_end) {
@@ -84,7 +90,7 @@ Json parse_json(const std::string& ctx, const std::string& text) {
     return true;
   };
   try {
-    return Json::parse(text, reject_duplicates);
+    return Json::parse(text, check_keys_and_depth);
   } catch (const Json::exception& e) {
     std::string what = e.what();
     if (const size_t tag_end = what.find("] "); what.starts_with("[json.exception") && tag_end != std::string::npos)
@@ -322,7 +328,7 @@ Tensor host_contiguous(const Tensor& t) { return ops::contiguous(ops::to_device(
 // An open FILE* that is closed, and the temporary file removed, unless commit() succeeded.
 class TempFile {
  public:
-  TempFile(std::string path) : path_(std::move(path)), file_(std::fopen(path_.c_str(), "wb")) {}
+  explicit TempFile(std::string path) : path_(std::move(path)), file_(std::fopen(path_.c_str(), "wb")) {}
   ~TempFile() {
     if (file_ != nullptr) std::fclose(file_);
     if (!committed_) std::remove(path_.c_str());

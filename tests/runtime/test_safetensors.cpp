@@ -303,6 +303,9 @@ TEST_CASE("a file written byte by byte from the spec loads: any key order, unpad
   CHECK(file.at("z").shape() == Shape{0});
   CHECK(file.metadata == SafetensorsMetadata{{"k", "v"}});
 
+  const std::string deep = "{\"x\":{\"dtype\":\"BOOL\",\"shape\":[0],\"data_offsets\":[0,0],\"deep\":" +
+                           std::string(100, '[') + std::string(100, ']') + "}}";
+  CHECK(from_safetensors_bytes(st_file(deep)).tensors.size() == 1);
   // The smallest files: no tensors, and a null __metadata__ (which the reference reads as none).
   CHECK(from_safetensors_bytes(st_file("{}")).tensors.empty());
   CHECK(from_safetensors_bytes(st_file(R"({"__metadata__":null})")).metadata.empty());
@@ -371,6 +374,8 @@ TEST_CASE("headers that are not a JSON object of well-formed entries are refused
   // nlohmann would stop at a NUL as if the input ended there; the reference refuses it, and so do we.
   CHECK_THROWS_WITH_AS(bad(std::string("{}\0 ", 4)),
                        "from_safetensors_bytes: header is not valid JSON: it holds a NUL byte at offset 2", Error);
+  CHECK_THROWS_WITH_AS(bad("{\"x\":" + std::string(200, '[') + std::string(200, ']') + "}"),
+                       "from_safetensors_bytes: header nests deeper than 128 levels", Error);
   CHECK_THROWS_WITH_AS(bad("[1,2]"), "from_safetensors_bytes: header must be a JSON object, got [1,2]", Error);
   CHECK_THROWS_WITH_AS(bad(R"({"x":[1]})"),
                        "from_safetensors_bytes: tensor 'x': expected an object with dtype, shape and data_offsets, "
