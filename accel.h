@@ -27,6 +27,8 @@
 #include "optim/lr_schedule.h"
 #include "optim/optimizer.h"
 #include "optim/sgd.h"
+#include "runtime/accelerator.h"
 #include "runtime/data_loader.h"
 #include "runtime/dataset.h"
+#include "runtime/process_state.h"
 #include "runtime/safetensors.h"
