@@ -6,13 +6,14 @@
 #include <fmt/format.h>
 
 #include <array>
+#include <chrono>
+#include <condition_variable>
 #include <cstring>
 #include <deque>
 #include <exception>
 #include <functional>
 #include <limits>
 #include <mutex>
-#include <condition_variable>
 #include <string>
 #include <thread>
 #include <vector>
@@ -22,6 +23,10 @@
 namespace accel {
 
 namespace {
+
+// The communication thread's polling: this many idle polls (each yielding the core), then sleeps.
+constexpr int kSpinPolls = 256;
+constexpr std::chrono::microseconds kBackoff{20};
 
 std::string failure(const std::string& op, const char* call, int rc) {
   return fmt::format("{} (mpi): {}", op, mpi_error_text(call, rc));
@@ -116,14 +121,14 @@ class MpiCommunicator::Engine {
     throw_unsupported_dtype("MpiCommunicator", dtype, "a known dtype");
   }
 
-  // avg reduces as sum; the division happens after (see average).
+  // avg reduces as sum; the division happens after (see average). bool sum and max are logical or.
   MPI_Op op(DType dtype, ReduceOp reduce) const {
-    const int index = reduce == ReduceOp::max ? 1 : reduce == ReduceOp::min ? 2 : 0;
+    const int index = reduce == ReduceOp::max ? 1 : reduce == ReduceOp::min ? 2 : 0;  // sum, max, min
     switch (dtype) {
       case DType::f16: return f16_ops_[index];
       case DType::bf16: return bf16_ops_[index];
       case DType::boolean: return index == 2 ? MPI_LAND : MPI_LOR;
-      default: return std::array<MPI_Op, 3>{MPI_SUM, MPI_MAX, MPI_MIN}[index];
+      default: return index == 1 ? MPI_MAX : index == 2 ? MPI_MIN : MPI_SUM;
     }
   }
 
@@ -190,6 +195,7 @@ class MpiCommunicator::Engine {
 
   void loop() {
     std::vector<Op> in_flight;
+    int idle_polls = 0;
     for (;;) {
       std::deque<Op> fresh;
       {
@@ -205,8 +211,12 @@ class MpiCommunicator::Engine {
         else in_flight.push_back(std::move(op));
       }
       const bool finished_some = poll(in_flight);
-      // Nothing happened: let the rank's other threads run (ranks often share cores) before asking again.
-      if (!finished_some && fresh.empty()) std::this_thread::yield();
+      // Nothing finished: give the core to the rank's other threads before asking again. Ranks often
+      // share cores, and while an operation waits for a slow peer the caller's compute (backward, say)
+      // should not compete with a spinning thread, so a long wait backs off to short sleeps.
+      idle_polls = finished_some || !fresh.empty() ? 0 : idle_polls + 1;
+      if (idle_polls > kSpinPolls) std::this_thread::sleep_for(kBackoff);
+      else if (idle_polls > 0) std::this_thread::yield();
     }
   }
 

@@ -1,6 +1,6 @@
 // MpiEnvironment: the RAII owner of MPI's lifetime. It initialises MPI (asking for
 // MPI_THREAD_MULTIPLE) only if nobody has yet, and finalises only what it initialised, so a program
-// that manages MPI itself can embed accel unchanged. The runtime's Accelerator owns one.
+// that manages MPI itself can embed accel unchanged. The runtime's Accelerator is to own one.
 #pragma once
 
 #include <string>
