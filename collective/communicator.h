@@ -14,8 +14,9 @@ namespace accel {
 inline constexpr int kMaxTag = 32767;
 
 // Every operation has an async form returning a Work handle and a sync form that is async + wait.
-// The caller keeps nothing alive: the backend holds the tensors until the operation has finished, but
-// the caller must not touch their memory before wait() (or test() == true).
+// The backend holds on to the tensors until the operation has finished; the caller must not read or
+// write their memory before wait() returns (or test() is true). Operations may be started from any
+// thread, and every rank must start its collectives in the same order.
 //
 // Shape rules, with n = size() and a "slot" the r-th of n equal parts of a tensor in row-major order:
 //   all_reduce(in, out)       out has in's dtype and shape. all_reduce(t) works in place.
