@@ -9,6 +9,12 @@
 #include "autograd/functions.h"
 #include "autograd/grad_mode.h"
 #include "autograd/gradcheck.h"
+#include "collective/communicator.h"
+#include "collective/ring_communicator.h"
+#if ACCEL_WITH_MPI
+#include "collective/mpi_communicator.h"
+#include "collective/mpi_environment.h"
+#endif
 #include "nn/activation.h"
 #include "nn/attention.h"
 #include "nn/dropout.h"
