@@ -1,0 +1,119 @@
+// What gradient sync costs a data-parallel step: the foundation MLP (784-1024-1024-10, f32, AdamW,
+// 256 samples per rank) timed with the reducer's all-reduces and, on the same ranks and batch,
+// inside no_sync(). Run it on 2 ranks: `accel launch -n 2 build/bench/ddp_overhead` (or mpirun -np 2).
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <vector>
+
+#include <accel.h>
+
+using namespace accel;
+
+namespace {
+
+double percentile(std::vector<double> v, double q) {
+  std::sort(v.begin(), v.end());
+  const double at = q * static_cast<double>(v.size() - 1);
+  const size_t lo = static_cast<size_t>(at);
+  const size_t hi = std::min(lo + 1, v.size() - 1);
+  return v[lo] + (v[hi] - v[lo]) * (at - static_cast<double>(lo));
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"Step time of the foundation MLP with and without gradient sync"};
+  int64_t batch = 256;
+  int steps = 10, rounds = 5, warmup = 3;
+  double bucket_cap_mb = 25;
+  app.add_option("--batch", batch, "Samples per rank per step")->capture_default_str();
+  app.add_option("--steps", steps, "Timed steps per mode in each round")->capture_default_str();
+  app.add_option("--rounds", rounds, "Rounds; each times both modes, alternating against drift")->capture_default_str();
+  app.add_option("--warmup", warmup, "Untimed steps per mode first")->capture_default_str();
+  app.add_option("--bucket-cap-mb", bucket_cap_mb, "The reducer's bucket cap")->capture_default_str();
+  CLI11_PARSE(app, argc, argv);
+
+  try {
+    AcceleratorOptions options;
+    options.print_settings = false;
+    options.bucket_cap_mb = bucket_cap_mb;
+    Accelerator accelerator(options);
+    const int ranks = accelerator.num_processes();
+
+    Generator gen(0);
+    auto model = std::make_shared<nn::Sequential>();
+    model->push_back(std::make_shared<nn::Linear>(784, 1024, true, gen));
+    model->push_back(std::make_shared<nn::ReLU>());
+    model->push_back(std::make_shared<nn::Linear>(1024, 1024, true, gen));
+    model->push_back(std::make_shared<nn::ReLU>());
+    model->push_back(std::make_shared<nn::Linear>(1024, 10, true, gen));
+    auto optimizer = std::make_shared<optim::AdamW>(model->parameters(), optim::AdamWOptions{.lr = 1e-4});
+    auto [net, opt] = accelerator.prepare(model, optimizer);
+
+    // Each rank its own random batch (the values do not change the cost).
+    Generator data_gen(100 + static_cast<uint64_t>(accelerator.process_index()));
+    const Tensor x = randn({batch, 784}, data_gen);
+    const Tensor y = to(rand({batch}, data_gen) * 10.0, DType::i64);
+
+    auto step = [&](bool sync) {
+      opt->zero_grad();
+      const Tensor loss = nn::cross_entropy((*net)(x), y);
+      if (sync) {
+        accelerator.backward(loss);
+      } else {
+        auto scope = accelerator.no_sync();
+        accelerator.backward(loss);
+      }
+      opt->step();
+    };
+    std::vector<double> times[2];  // [0] without sync, [1] with
+    for (int mode = 0; mode < 2; ++mode)
+      for (int i = 0; i < warmup; ++i) step(mode == 1);
+    for (int round = 0; round < rounds; ++round) {
+      for (int mode = 0; mode < 2; ++mode) {
+        accelerator.wait_for_everyone();
+        for (int i = 0; i < steps; ++i) {
+          const auto start = std::chrono::steady_clock::now();
+          step(mode == 1);
+          times[mode].push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
+        }
+      }
+    }
+    // The job runs at its slower rank's pace: per step, the largest time over the ranks.
+    double median[2], p10[2], p90[2];
+    for (int mode = 0; mode < 2; ++mode) {
+      const Tensor all = accelerator.gather(from_vector(times[mode]));
+      const std::vector<double> v = all.to_vector<double>();
+      const size_t n = times[mode].size();
+      std::vector<double> slowest(n, 0.0);
+      for (int r = 0; r < ranks; ++r)
+        for (size_t i = 0; i < n; ++i) slowest[i] = std::max(slowest[i], v[static_cast<size_t>(r) * n + i]);
+      median[mode] = percentile(slowest, 0.5);
+      p10[mode] = percentile(slowest, 0.1);
+      p90[mode] = percentile(slowest, 0.9);
+    }
+    const double overhead = 100.0 * (median[1] / median[0] - 1.0);
+    const Reducer* reducer = accelerator.reducer(*net);
+    const size_t buckets = reducer ? reducer->buckets().size() : 0;
+    accelerator.print(fmt::format("ddp_overhead: {} rank(s), backend {}, MLP 784-1024-1024-10 f32, AdamW, batch {} per "
+                                  "rank, {} buckets (cap {} MiB), {} timed steps per mode",
+                                  ranks, accelerator.backend(), batch, buckets, bucket_cap_mb, rounds * steps));
+    accelerator.print(fmt::format("{:<22}{:>14}{:>10}{:>10}", "mode", "median ms", "p10", "p90"));
+    accelerator.print(fmt::format("{:<22}{:>14.2f}{:>10.2f}{:>10.2f}", "no sync (local only)", median[0], p10[0], p90[0]));
+    accelerator.print(fmt::format("{:<22}{:>14.2f}{:>10.2f}{:>10.2f}", "gradient sync", median[1], p10[1], p90[1]));
+    accelerator.print(fmt::format("{:<22}{:>13.1f}%", "sync overhead", overhead));
+    accelerator.print(fmt::format(
+        "{{\"benchmark\": \"ddp_overhead\", \"ranks\": {}, \"backend\": \"{}\", \"batch_per_rank\": {}, "
+        "\"bucket_cap_mb\": {}, \"buckets\": {}, \"no_sync_median_ms\": {:.3f}, \"sync_median_ms\": {:.3f}, "
+        "\"overhead_percent\": {:.2f}}}",
+        ranks, accelerator.backend(), batch, bucket_cap_mb, buckets, median[0], median[1], overhead));
+    if (ranks == 1) accelerator.print("note: one process has nothing to sync; run it on 2 ranks");
+  } catch (const Error& e) {
+    std::cerr << e.what() << "\n";
+    return 1;
+  }
+  return 0;
+}
