@@ -293,8 +293,7 @@ void Accelerator::backward(const Tensor& loss) {
     throw;
   }
   if (accumulating && !gradient_state_->sync_gradients) gradient_state_->grads_pending = true;
-  if (sync)
-    for (auto& [m, r] : reducers_) r->finalize();
+  for (auto& [m, r] : reducers_) r->finalize();
 }
 
 Accelerator::Scope Accelerator::accumulate() {

@@ -106,34 +106,52 @@ void Reducer::install_hooks() {
 }
 
 void Reducer::prepare_for_backward(bool sync) {
-  if (armed_) disarm();  // the previous backward never reached finalize (it threw)
+  if (in_backward_) disarm();  // the previous backward never reached finalize (it threw)
+  NoGradGuard no_grad;
   events_.clear();
-  armed_ = sync;
-  if (!sync) return;
+  sync_ = sync;
+  in_backward_ = true;
   next_launch_ = 0;
   ready_.assign(params_.size(), false);
+  lent_.assign(params_.size(), false);
   for (size_t bi = 0; bi < buckets_.size(); ++bi) {
     BucketState& s = state_[bi];
-    // The last launch of this buffer must be over before the hooks write into it again.
+    // The last launch of this buffer must be over before anything writes into it again.
     if (s.work.valid()) s.work.wait();
     s.work = Work();
     s.pending = static_cast<int64_t>(buckets_[bi].params.size());
   }
+  // A parameter without a grad gets its zeroed bucket slot as its grad, so the engine accumulates
+  // straight into the bucket: no new grad buffer each step, and nothing for the hook to copy.
+  for (size_t k = 0; k < params_.size(); ++k) {
+    const Tensor& p = params_[k];
+    const Tensor& slot = state_[bucket_of_[k]].slots[slot_of_[k]];
+    if (p.dtype() != slot.dtype() || p.device() != slot.device())
+      throw Error(fmt::format("Reducer: parameter '{}' is now {} on {}, but its bucket was built for {} on {}; "
+                              "move or cast the model before prepare()",
+                              names_[k], dtype_name(p.dtype()), p.device().str(), dtype_name(slot.dtype()),
+                              slot.device().str()));
+    if (p.grad().defined()) continue;
+    ops::zero_(slot);
+    p.set_grad(slot);
+    lent_[k] = true;
+  }
 }
 
 void Reducer::on_grad_ready(size_t k) {
-  if (!armed_) return;
+  if (!in_backward_) return;
   if (ready_[k])
     throw Error(fmt::format("Reducer: the grad of '{}' became ready twice in one backward; each parameter may "
                             "reach the loss through one graph only",
                             names_[k]));
+  ready_[k] = true;
+  if (!sync_) return;
   NoGradGuard no_grad;
   BucketState& s = state_[bucket_of_[k]];
   const size_t j = slot_of_[k];
   const Tensor grad = params_[k].grad();
   if (grad.data_ptr() != s.slots[j].data_ptr()) ops::copy_(s.slots[j], grad);
   ops::fill_(s.flags[j], 1.0);
-  ready_[k] = true;
   events_.push_back({ReducerEvent::Kind::grad_ready, static_cast<int64_t>(k)});
   if (--s.pending == 0) launch_ready();
 }
@@ -149,9 +167,17 @@ void Reducer::launch_ready() {
   }
 }
 
+void Reducer::return_unused_slots() {
+  // A lent slot that this backward never reached was no grad at all: the parameter gets none back.
+  for (size_t k = 0; k < params_.size(); ++k)
+    if (lent_[k] && !ready_[k]) params_[k].set_grad(Tensor());
+}
+
 void Reducer::finalize() {
-  if (!armed_) throw Error("Reducer::finalize: no synchronising backward was prepared");
-  armed_ = false;
+  if (!in_backward_) throw Error("Reducer::finalize: no backward was prepared");
+  in_backward_ = false;
+  return_unused_slots();
+  if (!sync_) return;
   events_.push_back({ReducerEvent::Kind::backward_done, -1});
   NoGradGuard no_grad;
   // Parameters this backward did not reach take part with the grad they hold from earlier
@@ -159,12 +185,13 @@ void Reducer::finalize() {
   for (size_t k = 0; k < params_.size(); ++k) {
     if (ready_[k]) continue;
     BucketState& s = state_[bucket_of_[k]];
+    const Tensor& slot = s.slots[slot_of_[k]];
     const Tensor grad = params_[k].grad();
     if (grad.defined()) {
-      if (grad.data_ptr() != s.slots[slot_of_[k]].data_ptr()) ops::copy_(s.slots[slot_of_[k]], grad);
+      if (grad.data_ptr() != slot.data_ptr()) ops::copy_(slot, grad);
       ops::fill_(s.flags[slot_of_[k]], 1.0);
     } else {
-      ops::zero_(s.slots[slot_of_[k]]);
+      ops::zero_(slot);
       ops::zero_(s.flags[slot_of_[k]]);
     }
     --s.pending;
@@ -181,18 +208,17 @@ void Reducer::finalize() {
     const std::vector<double> used =
         ops::to_dtype(ops::narrow(s.buffer, 0, grads, static_cast<int64_t>(b.params.size())), DType::f64)
             .to_vector<double>();
-    // The grads become views of the bucket (c10d's gradient_as_bucket_view): no copy back, and a
-    // zero_grad(false) later zeroes the bucket in place, so the next backward accumulates straight
-    // into it and the hook's copy has nothing to do.
+    // The grads are views of the bucket (c10d's gradient_as_bucket_view), so nothing is copied back.
     for (size_t j = 0; j < b.params.size(); ++j)
       if (used[j] != 0.0) params_[b.params[j]].set_grad(s.slots[j]);
   }
 }
 
 void Reducer::disarm() {
-  // Launched buckets keep their Work: the next prepare_for_backward waits for them before the hooks
-  // write into those buffers again.
-  armed_ = false;
+  // Launched buckets keep their Work: the next prepare_for_backward waits for them before anything
+  // writes into those buffers again.
+  if (in_backward_) return_unused_slots();
+  in_backward_ = false;
 }
 
 std::string Reducer::describe(const ReducerEvent& e) const {

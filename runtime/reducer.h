@@ -51,13 +51,15 @@ class Reducer : public std::enable_shared_from_this<Reducer> {
   Reducer(const Reducer&) = delete;
   Reducer& operator=(const Reducer&) = delete;
 
-  // Call before the engine runs: with sync, the hooks of this backward copy grads into buckets and
-  // launch them; without, they do nothing (grads stay local, as during accumulation).
+  // Call before the engine runs. Parameters without a grad get their (zeroed) bucket slot as grad,
+  // so backward accumulates straight into the bucket (c10d's gradient_as_bucket_view). With sync,
+  // the grad-ready hooks of this backward launch each bucket's all-reduce as soon as it is full;
+  // without, the grads stay local (as on the early micro-batches of an accumulation window).
   void prepare_for_backward(bool sync);
-  // Call after the engine has returned, when prepare_for_backward(true) armed the hooks: launches the
-  // buckets that are left (parameters that got no grad on this rank count as zeros), waits for all,
-  // and makes each parameter's grad a view of its averaged slot in the bucket. A parameter no rank
-  // produced a grad for keeps its (undefined) grad, as it would in one process.
+  // Call after the engine has returned, after every prepare_for_backward. A parameter that backward
+  // did not reach and had no grad before gets none. With sync it then launches the buckets that are
+  // left (such parameters count as zeros), waits for all, and leaves each grad as a view of its
+  // averaged slot; a parameter no rank produced a grad for keeps no grad, as in one process.
   void finalize();
   // Forgets a backward that failed half way; its launched all-reduces are waited for by the next
   // prepare_for_backward.
@@ -76,6 +78,7 @@ class Reducer : public std::enable_shared_from_this<Reducer> {
   void on_grad_ready(size_t param);
   // Launches ready buckets in bucket order, stopping at the first one that is not ready yet.
   void launch_ready();
+  void return_unused_slots();
 
   // Per bucket: the flat buffer [grads..., one used flag per param] and where each param lies in it.
   struct BucketState {
@@ -93,9 +96,11 @@ class Reducer : public std::enable_shared_from_this<Reducer> {
   std::vector<BucketState> state_;
   std::vector<size_t> bucket_of_;  // param -> bucket
   std::vector<size_t> slot_of_;    // param -> its position within the bucket
-  std::vector<bool> ready_;        // param's grad is in its bucket this backward
+  std::vector<bool> ready_;        // backward reached the param (its grad is final)
+  std::vector<bool> lent_;         // the param had no grad, so it got its slot as grad
   size_t next_launch_ = 0;
-  bool armed_ = false;
+  bool in_backward_ = false;
+  bool sync_ = false;
   std::vector<ReducerEvent> events_;
 };
 

@@ -152,6 +152,11 @@ TEST_CASE("the reducer averages grads; a parameter used on some ranks counts as 
   model->zero_grad();
   reducer->prepare_for_backward(false);
   backward(sum(model->b * r1));
+  reducer->finalize();
+  // Without sync the grads stay local, and the parameters backward did not reach have none.
+  CHECK(values(model->b.grad()) == std::vector<double>(3, r1));
+  CHECK_FALSE(model->a.grad().defined());
+  CHECK_FALSE(model->c.grad().defined());
   reducer->prepare_for_backward(true);
   backward(sum(model->a * 2.0));
   reducer->finalize();
