@@ -393,12 +393,20 @@ std::vector<Accelerator::TensorInfo> Accelerator::exchange_info(const char* op, 
 }
 
 namespace {
-std::string shapes_of(const std::vector<Shape>& shapes) {
+std::string list_shapes(const std::vector<Shape>& shapes) {
   std::string out;
   for (size_t r = 0; r < shapes.size(); ++r) out += fmt::format("{}rank {} {}", r ? ", " : "", r, shape_str(shapes[r]));
   return out;
 }
+
+const char* reduction_name(int64_t code) { return code == 0 ? "sum" : code == 1 ? "mean" : "an unsupported reduction"; }
 }  // namespace
+
+std::string Accelerator::shapes_of(const std::vector<TensorInfo>& infos) {
+  std::vector<Shape> shapes;
+  for (const TensorInfo& info : infos) shapes.push_back(info.shape);
+  return list_shapes(shapes);
+}
 
 Tensor Accelerator::gather_rows(const char* op, const Tensor& tensor, int64_t padding) {
   const Tensor rows = tensor.defined() && tensor.dim() == 0 ? ops::reshape(tensor, {1}) : tensor;
@@ -413,7 +421,7 @@ Tensor Accelerator::gather_rows(const char* op, const Tensor& tensor, int64_t pa
   for (int r = 0; r < n; ++r) {
     const Shape& s = shapes[static_cast<size_t>(r)];
     if (s.size() != shapes[0].size() || !std::equal(s.begin() + 1, s.end(), shapes[0].begin() + 1))
-      throw Error(fmt::format("Accelerator::{}: the ranks' tensors differ beyond dim 0: {}", op, shapes_of(shapes)));
+      throw Error(fmt::format("Accelerator::{}: the ranks' tensors differ beyond dim 0: {}", op, list_shapes(shapes)));
     if (infos[static_cast<size_t>(r)].extra > s[0])
       throw Error(fmt::format("Accelerator::{}: rank {} has {} rows but its last batch has {} padding rows; pass a "
                               "tensor whose dim 0 indexes the samples of the batch the prepared DataLoader produced "
@@ -451,63 +459,80 @@ Tensor Accelerator::gather_for_metrics(const Tensor& tensor) {
   return gather_rows("gather_for_metrics", tensor, gradient_state_->padding);
 }
 
+// The collectives below check their arguments after exchange_info, on every rank's values: a rank
+// that finds a bad argument locally and throws would leave the others waiting in the exchange.
+
 Tensor Accelerator::reduce(const Tensor& tensor, const std::string& reduction) {
-  if (reduction != "sum" && reduction != "mean")
+  const int64_t code = reduction == "sum" ? 0 : reduction == "mean" ? 1 : -1;
+  if (code < 0 && !comm_)
     throw Error(fmt::format("Accelerator::reduce: reduction '{}' is not supported; expected sum or mean", reduction));
   if (!comm_) return tensor;
-  const std::vector<TensorInfo> infos = exchange_info("reduce", tensor, 0);
-  for (const TensorInfo& info : infos)
-    if (info.shape != infos[0].shape) {
-      std::vector<Shape> shapes;
-      for (const TensorInfo& i : infos) shapes.push_back(i.shape);
-      throw Error(fmt::format("Accelerator::reduce: the ranks' shapes differ: {}", shapes_of(shapes)));
-    }
+  const std::vector<TensorInfo> infos = exchange_info("reduce", tensor, code);
+  for (size_t r = 0; r < infos.size(); ++r) {
+    if (code < 0)
+      throw Error(fmt::format("Accelerator::reduce: reduction '{}' is not supported; expected sum or mean", reduction));
+    if (infos[r].extra != code)
+      throw Error(fmt::format("Accelerator::reduce: the ranks ask for different reductions (rank {} for {}, rank {} "
+                              "for {})",
+                              comm_->rank(), reduction, r, reduction_name(infos[r].extra)));
+    if (infos[r].shape != infos[0].shape)
+      throw Error(fmt::format("Accelerator::reduce: the ranks' shapes differ: {}", shapes_of(infos)));
+  }
   Tensor out = ops::clone(tensor);
-  comm_->all_reduce(out, reduction == "sum" ? ReduceOp::sum : ReduceOp::avg);
+  comm_->all_reduce(out, code == 0 ? ReduceOp::sum : ReduceOp::avg);
   return out;
 }
 
 Tensor Accelerator::broadcast(const Tensor& tensor, int from) {
-  if (from < 0 || from >= state_.world_size)
-    throw Error(fmt::format("Accelerator::broadcast: from = {} is not a rank of {}", from, state_.world_size));
-  if (!comm_) return tensor;
-  const std::vector<TensorInfo> infos = exchange_info("broadcast", tensor, from);
-  for (size_t r = 0; r < infos.size(); ++r) {
-    if (infos[r].extra != from)
-      throw Error(fmt::format("Accelerator::broadcast: rank {} broadcasts from {} but rank {} from {}", comm_->rank(),
-                              from, r, infos[r].extra));
-    if (infos[r].shape != infos[0].shape) {
-      std::vector<Shape> shapes;
-      for (const TensorInfo& i : infos) shapes.push_back(i.shape);
-      throw Error(fmt::format("Accelerator::broadcast: the ranks' shapes differ: {}", shapes_of(shapes)));
-    }
+  const int n = state_.world_size;
+  if (comm_) {
+    const std::vector<TensorInfo> infos = exchange_info("broadcast", tensor, from);
+    for (size_t r = 1; r < infos.size(); ++r)
+      if (infos[r].extra != infos[0].extra)
+        throw Error(fmt::format("Accelerator::broadcast: the ranks broadcast from different ranks (rank 0 from {}, "
+                                "rank {} from {})",
+                                infos[0].extra, r, infos[r].extra));
+    for (const TensorInfo& info : infos)
+      if (info.shape != infos[0].shape)
+        throw Error(fmt::format("Accelerator::broadcast: the ranks' shapes differ: {}", shapes_of(infos)));
   }
+  if (from < 0 || from >= n)
+    throw Error(fmt::format("Accelerator::broadcast: from = {} is not a rank of {}", from, n));
+  if (!comm_) return tensor;
   Tensor out = ops::clone(tensor);
   comm_->broadcast(out, from);
   return out;
 }
 
 Tensor Accelerator::pad_across_processes(const Tensor& tensor, int64_t dim, double pad_index, bool pad_first) {
-  if (!tensor.defined()) throw Error("Accelerator::pad_across_processes: got an undefined tensor");
-  const int64_t rank = tensor.dim();
-  if (rank == 0 || dim < -rank || dim >= rank)
-    throw Error(fmt::format("Accelerator::pad_across_processes: dim {} is out of range for shape {}", dim,
-                            shape_str(tensor.shape())));
-  if (dim < 0) dim += rank;
-  if (!comm_) return tensor;
-  const std::vector<TensorInfo> infos = exchange_info("pad_across_processes", tensor, dim);
-  std::vector<Shape> shapes;
+  const char* op = "pad_across_processes";
+  std::vector<TensorInfo> infos;
+  if (comm_) {
+    infos = exchange_info(op, tensor, dim);
+  } else {
+    if (!tensor.defined()) throw Error("Accelerator::pad_across_processes: rank 0 passed an undefined tensor");
+    infos.push_back({true, tensor.dtype(), tensor.shape(), dim});
+  }
+  for (size_t r = 0; r < infos.size(); ++r) {
+    if (infos[r].extra != dim)
+      throw Error(fmt::format("Accelerator::pad_across_processes: the ranks pad different dims (rank {} dim {}, rank {} "
+                              "dim {})",
+                              state_.rank, dim, r, infos[r].extra));
+    const int64_t ndim = static_cast<int64_t>(infos[r].shape.size());
+    if (ndim == 0 || dim < -ndim || dim >= ndim)
+      throw Error(fmt::format("Accelerator::pad_across_processes: dim {} is out of range for rank {}'s shape {}", dim,
+                              r, shape_str(infos[r].shape)));
+  }
+  if (dim < 0) dim += tensor.dim();
   int64_t most = 0;
   for (const TensorInfo& info : infos) {
-    shapes.push_back(info.shape);
-    if (info.extra < static_cast<int64_t>(info.shape.size())) most = std::max(most, info.shape[info.extra]);
-  }
-  for (const TensorInfo& info : infos) {
-    bool same = info.extra == dim && info.shape.size() == shapes[0].size();
-    for (size_t d = 0; same && d < info.shape.size(); ++d) same = static_cast<int64_t>(d) == dim || info.shape[d] == shapes[0][d];
+    bool same = info.shape.size() == infos[0].shape.size();
+    for (size_t d = 0; same && d < info.shape.size(); ++d)
+      same = static_cast<int64_t>(d) == dim || info.shape[d] == infos[0].shape[d];
     if (!same)
       throw Error(fmt::format("Accelerator::pad_across_processes: the ranks' shapes must agree except in dim {}: {}",
-                              dim, shapes_of(shapes)));
+                              dim, shapes_of(infos)));
+    most = std::max(most, info.shape[static_cast<size_t>(dim)]);
   }
   const int64_t size = tensor.size(dim);
   if (size == most) return tensor;

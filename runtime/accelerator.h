@@ -214,6 +214,7 @@ class Accelerator {
     int64_t extra = 0;
   };
   std::vector<TensorInfo> exchange_info(const char* op, const Tensor& tensor, int64_t extra);
+  static std::string shapes_of(const std::vector<TensorInfo>& infos);  // "rank 0 [2, 3], rank 1 [2, 4]"
   // gather, dropping the last `padding` rows of each rank's part (every rank passes its own).
   Tensor gather_rows(const char* op, const Tensor& tensor, int64_t padding);
 

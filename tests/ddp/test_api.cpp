@@ -86,7 +86,7 @@ TEST_CASE("the collectives fail together, with one message on every rank, when t
   CHECK(error_of([&] { accelerator.broadcast(ones({2}), n); }) ==
         fmt::format("Accelerator::broadcast: from = {} is not a rank of {}", n, n));
   CHECK(error_of([&] { accelerator.pad_across_processes(ones({2}), 1); }) ==
-        "Accelerator::pad_across_processes: dim 1 is out of range for shape [2]");
+        "Accelerator::pad_across_processes: dim 1 is out of range for rank 0's shape [2]");
   if (n == 1) return;  // one process cannot disagree with itself
   std::string shapes;
   for (int r = 0; r < n; ++r) shapes += fmt::format("{}rank {} [2, {}]", r ? ", " : "", r, r == 0 ? 3 : 4);
@@ -96,6 +96,14 @@ TEST_CASE("the collectives fail together, with one message on every rank, when t
   CHECK(error_of([&] { accelerator.reduce(odd); }) == "Accelerator::reduce: the ranks' shapes differ: " + shapes);
   CHECK(error_of([&] { accelerator.gather(ones({2}, rank == 0 ? DType::f32 : DType::f64)); }) ==
         "Accelerator::gather: rank 0 passed f32 but rank 1 passed f64");
+  CHECK(error_of([&] { accelerator.broadcast(ones({2}), rank == 0 ? 0 : 1); }) ==
+        "Accelerator::broadcast: the ranks broadcast from different ranks (rank 0 from 0, rank 1 from 1)");
+  CHECK(error_of([&] { accelerator.reduce(ones({2}), rank == 0 ? "sum" : "max"); }) ==
+        (rank == 0 ? "Accelerator::reduce: the ranks ask for different reductions (rank 0 for sum, rank 1 for an "
+                     "unsupported reduction)"
+                   : "Accelerator::reduce: reduction 'max' is not supported; expected sum or mean"));
+  CHECK(error_of([&] { accelerator.pad_across_processes(rank == 0 ? ones({2}) : ones({2, 2}), 1); }) ==
+        "Accelerator::pad_across_processes: dim 1 is out of range for rank 0's shape [2]");
   // The communicator is still in step after the failures.
   CHECK(values(accelerator.reduce(ones({1}))) == std::vector<double>{static_cast<double>(n)});
 }
