@@ -1,6 +1,7 @@
 // What gradient sync costs a data-parallel step: the foundation MLP (784-1024-1024-10, f32, AdamW,
 // 256 samples per rank) timed with the reducer's all-reduces and, on the same ranks and batch,
-// inside no_sync(). Run it on 2 ranks: `accel launch -n 2 build/bench/ddp_overhead` (or mpirun -np 2).
+// inside no_sync(); and, for scale, the same step on an unprepared model with a plain backward.
+// Run it on 2 ranks: `accel launch -n 2 build/bench/ddp_overhead` (or mpirun -np 2).
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
@@ -43,25 +44,39 @@ int main(int argc, char** argv) {
     Accelerator accelerator(options);
     const int ranks = accelerator.num_processes();
 
-    Generator gen(0);
-    auto model = std::make_shared<nn::Sequential>();
-    model->push_back(std::make_shared<nn::Linear>(784, 1024, true, gen));
-    model->push_back(std::make_shared<nn::ReLU>());
-    model->push_back(std::make_shared<nn::Linear>(1024, 1024, true, gen));
-    model->push_back(std::make_shared<nn::ReLU>());
-    model->push_back(std::make_shared<nn::Linear>(1024, 10, true, gen));
+    auto make_mlp = [] {
+      Generator gen(0);
+      auto model = std::make_shared<nn::Sequential>();
+      model->push_back(std::make_shared<nn::Linear>(784, 1024, true, gen));
+      model->push_back(std::make_shared<nn::ReLU>());
+      model->push_back(std::make_shared<nn::Linear>(1024, 1024, true, gen));
+      model->push_back(std::make_shared<nn::ReLU>());
+      model->push_back(std::make_shared<nn::Linear>(1024, 10, true, gen));
+      return model;
+    };
+    auto model = make_mlp();
     auto optimizer = std::make_shared<optim::AdamW>(model->parameters(), optim::AdamWOptions{.lr = 1e-4});
     auto [net, opt] = accelerator.prepare(model, optimizer);
+    // Not prepared: no reducer, plain autograd backward.
+    auto plain = make_mlp();
+    optim::AdamW plain_opt(plain->parameters(), optim::AdamWOptions{.lr = 1e-4});
 
     // Each rank its own random batch (the values do not change the cost).
     Generator data_gen(100 + static_cast<uint64_t>(accelerator.process_index()));
     const Tensor x = randn({batch, 784}, data_gen);
     const Tensor y = to(rand({batch}, data_gen) * 10.0, DType::i64);
 
-    auto step = [&](bool sync) {
+    enum Mode { kNoSync, kSync, kPlain, kModes };
+    auto step = [&](int mode) {
+      if (mode == kPlain) {
+        plain_opt.zero_grad();
+        backward(nn::cross_entropy((*plain)(x), y));
+        plain_opt.step();
+        return;
+      }
       opt->zero_grad();
       const Tensor loss = nn::cross_entropy((*net)(x), y);
-      if (sync) {
+      if (mode == kSync) {
         accelerator.backward(loss);
       } else {
         auto scope = accelerator.no_sync();
@@ -69,22 +84,23 @@ int main(int argc, char** argv) {
       }
       opt->step();
     };
-    std::vector<double> times[2];  // [0] without sync, [1] with
-    for (int mode = 0; mode < 2; ++mode)
-      for (int i = 0; i < warmup; ++i) step(mode == 1);
+    std::vector<double> times[kModes];
+    for (int mode = 0; mode < kModes; ++mode)
+      for (int i = 0; i < warmup; ++i) step(mode);
     for (int round = 0; round < rounds; ++round) {
-      for (int mode = 0; mode < 2; ++mode) {
+      for (int mode = 0; mode < kModes; ++mode) {
         accelerator.wait_for_everyone();
         for (int i = 0; i < steps; ++i) {
           const auto start = std::chrono::steady_clock::now();
-          step(mode == 1);
-          times[mode].push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
+          step(mode);
+          const auto stop = std::chrono::steady_clock::now();
+          times[mode].push_back(std::chrono::duration<double, std::milli>(stop - start).count());
         }
       }
     }
     // The job runs at its slower rank's pace: per step, the largest time over the ranks.
-    double median[2], p10[2], p90[2];
-    for (int mode = 0; mode < 2; ++mode) {
+    double median[kModes], p10[kModes], p90[kModes];
+    for (int mode = 0; mode < kModes; ++mode) {
       const Tensor all = accelerator.gather(from_vector(times[mode]));
       const std::vector<double> v = all.to_vector<double>();
       const size_t n = times[mode].size();
@@ -95,21 +111,24 @@ int main(int argc, char** argv) {
       p10[mode] = percentile(slowest, 0.1);
       p90[mode] = percentile(slowest, 0.9);
     }
-    const double overhead = 100.0 * (median[1] / median[0] - 1.0);
+    const double overhead = 100.0 * (median[kSync] / median[kNoSync] - 1.0);
     const Reducer* reducer = accelerator.reducer(*net);
     const size_t buckets = reducer ? reducer->buckets().size() : 0;
     accelerator.print(fmt::format("ddp_overhead: {} rank(s), backend {}, MLP 784-1024-1024-10 f32, AdamW, batch {} per "
                                   "rank, {} buckets (cap {} MiB), {} timed steps per mode",
                                   ranks, accelerator.backend(), batch, buckets, bucket_cap_mb, rounds * steps));
+    const char* names[kModes] = {"no sync (no_sync())", "gradient sync", "plain backward"};
     accelerator.print(fmt::format("{:<22}{:>14}{:>10}{:>10}", "mode", "median ms", "p10", "p90"));
-    accelerator.print(fmt::format("{:<22}{:>14.2f}{:>10.2f}{:>10.2f}", "no sync (local only)", median[0], p10[0], p90[0]));
-    accelerator.print(fmt::format("{:<22}{:>14.2f}{:>10.2f}{:>10.2f}", "gradient sync", median[1], p10[1], p90[1]));
-    accelerator.print(fmt::format("{:<22}{:>13.1f}%", "sync overhead", overhead));
+    for (int mode = 0; mode < kModes; ++mode)
+      accelerator.print(
+          fmt::format("{:<22}{:>14.2f}{:>10.2f}{:>10.2f}", names[mode], median[mode], p10[mode], p90[mode]));
+    accelerator.print(fmt::format("{:<22}{:>13.1f}%   (gradient sync / no sync - 1)", "sync overhead", overhead));
     accelerator.print(fmt::format(
         "{{\"benchmark\": \"ddp_overhead\", \"ranks\": {}, \"backend\": \"{}\", \"batch_per_rank\": {}, "
         "\"bucket_cap_mb\": {}, \"buckets\": {}, \"no_sync_median_ms\": {:.3f}, \"sync_median_ms\": {:.3f}, "
-        "\"overhead_percent\": {:.2f}}}",
-        ranks, accelerator.backend(), batch, bucket_cap_mb, buckets, median[0], median[1], overhead));
+        "\"plain_median_ms\": {:.3f}, \"overhead_percent\": {:.2f}}}",
+        ranks, accelerator.backend(), batch, bucket_cap_mb, buckets, median[kNoSync], median[kSync], median[kPlain],
+        overhead));
     if (ranks == 1) accelerator.print("note: one process has nothing to sync; run it on 2 ranks");
   } catch (const Error& e) {
     std::cerr << e.what() << "\n";
