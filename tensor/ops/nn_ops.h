@@ -5,7 +5,15 @@
 #include "tensor/generator.h"
 #include "tensor/tensor.h"
 
+namespace accel {
+// In namespace accel rather than accel::ops: argument-dependent lookup on a Reduction argument would
+// otherwise find ops::cross_entropy next to accel::cross_entropy and make a user's call ambiguous.
+enum class Reduction { none, mean, sum };
+}  // namespace accel
+
 namespace accel::ops {
+
+using accel::Reduction;
 
 Tensor softmax(const Tensor& x, int64_t dim);
 Tensor log_softmax(const Tensor& x, int64_t dim);
@@ -29,7 +37,6 @@ Tensor embedding(const Tensor& weight, const Tensor& indices);
 // Sums grad rows into a [num_weights, dim] tensor in a fixed order (deterministic).
 Tensor embedding_backward(const Tensor& grad_out, const Tensor& indices, int64_t num_weights);
 
-enum class Reduction { none, mean, sum };
 // logits [N, C], target [N] (i64 or i32). Targets equal to ignore_index add nothing and do not count
 // towards the mean. The loss is f32 (f64 for f64 logits).
 Tensor cross_entropy(const Tensor& logits, const Tensor& target, int64_t ignore_index = -100,
@@ -39,7 +46,9 @@ Tensor cross_entropy_backward(const Tensor& grad_loss, const Tensor& logits, con
                               int64_t ignore_index = -100, Reduction reduction = Reduction::mean);
 
 // Zeroes each element with probability p and scales the rest by 1/(1-p). keep_mask is bool.
-// Element i's draw is random_uniform_at(seed, offset, i), identical on every device.
+// Element i (row-major) is kept when random_uniform_at(seed, offset, i) >= p (dropout_keep in
+// tensor/nn_math.h), identical on every device. The generator advances by uniform_blocks(numel)
+// whatever p is; p = 0 returns x itself with an all-true mask, p = 1 zeros; p outside [0, 1] throws.
 struct DropoutResult {
   Tensor out, keep_mask;
 };

@@ -1,0 +1,69 @@
+// Differentiable neural-network ops: each backward calls the matching raw backward op of
+// tensor/ops/nn_ops.h, which shares its per-element math with the CUDA kernels.
+#include "autograd/functions.h"
+#include "autograd/node.h"
+#include "tensor/creation.h"
+#include "tensor/ops/elementwise.h"
+#include "tensor/ops/nn_ops.h"
+
+namespace accel {
+
+using autograd::record;
+using Grads = std::vector<Tensor>;
+
+Tensor softmax(const Tensor& x, int64_t dim) {
+  Tensor out = ops::softmax(x, dim);
+  record("SoftmaxBackward", {x}, {out}, [out = detach(out), dim](const Grads& g) -> Grads {
+    return {ops::softmax_backward(g[0], out, dim)};
+  });
+  return out;
+}
+
+Tensor log_softmax(const Tensor& x, int64_t dim) {
+  Tensor out = ops::log_softmax(x, dim);
+  record("LogSoftmaxBackward", {x}, {out}, [out = detach(out), dim](const Grads& g) -> Grads {
+    return {ops::log_softmax_backward(g[0], out, dim)};
+  });
+  return out;
+}
+
+Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps) {
+  ops::LayerNormResult r = ops::layer_norm(x, weight, bias, eps);
+  record("LayerNormBackward", {x, weight, bias}, {r.out},
+         [x = detach(x), weight = detach(weight), bias = detach(bias), mean = r.mean,
+          rstd = r.rstd](const Grads& g) -> Grads {
+           ops::LayerNormGrads d = ops::layer_norm_backward(g[0], x, mean, rstd, weight, bias);
+           return {d.grad_input, d.grad_weight, d.grad_bias};
+         });
+  return r.out;
+}
+
+Tensor embedding(const Tensor& weight, const Tensor& indices) {
+  Tensor out = ops::embedding(weight, indices);
+  record("EmbeddingBackward", {weight}, {out},
+         [indices = detach(indices), num = weight.shape()[0]](const Grads& g) -> Grads {
+           return {ops::embedding_backward(g[0], indices, num)};
+         });
+  return out;
+}
+
+Tensor cross_entropy(const Tensor& logits, const Tensor& target, int64_t ignore_index, Reduction reduction) {
+  Tensor loss = ops::cross_entropy(logits, target, ignore_index, reduction);
+  record("CrossEntropyBackward", {logits}, {loss},
+         [logits = detach(logits), target = detach(target), ignore_index, reduction](const Grads& g) -> Grads {
+           return {ops::cross_entropy_backward(g[0], logits, target, ignore_index, reduction)};
+         });
+  return loss;
+}
+
+Tensor dropout(const Tensor& x, double p, Generator& gen) {
+  ops::DropoutResult r = ops::dropout(x, p, gen);
+  if (r.out.is_same(x)) return x;  // p = 0: the identity, nothing to record
+  const double scale = p < 1.0 ? 1.0 / (1.0 - p) : 0.0;
+  record("DropoutBackward", {x}, {r.out}, [mask = r.keep_mask, scale](const Grads& g) -> Grads {
+    return {ops::where(mask, ops::mul(g[0], scale), scalar_tensor(0.0, g[0].dtype(), g[0].device()))};
+  });
+  return r.out;
+}
+
+}  // namespace accel

@@ -1,0 +1,12 @@
+// Activation modules: each forwards to its differentiable op.
+#include "nn/activation.h"
+
+#include "autograd/functions.h"
+
+namespace accel::nn {
+
+Tensor ReLU::forward(const Tensor& x) { return relu(x); }
+Tensor GELU::forward(const Tensor& x) { return gelu(x); }
+Tensor Tanh::forward(const Tensor& x) { return tanh(x); }
+
+}  // namespace accel::nn

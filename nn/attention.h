@@ -1,0 +1,32 @@
+// nn::CausalSelfAttention: multi-head self-attention in which position t sees positions <= t only.
+#pragma once
+
+#include <memory>
+
+#include "nn/dropout.h"
+#include "nn/linear.h"
+#include "nn/module.h"
+
+namespace accel::nn {
+
+class CausalSelfAttention : public Module {
+ public:
+  // A fused projection `qkv` (n_embd -> 3 n_embd) and an output projection `proj`; dropout on the
+  // attention weights (`attn_drop`) and on the output (`resid_drop`).
+  CausalSelfAttention(int64_t n_embd, int64_t n_head, double dropout, Generator& gen);
+
+  std::string type_name() const override { return "CausalSelfAttention"; }
+  Tensor forward(const Tensor& x) override;  // [B, T, n_embd] -> [B, T, n_embd]
+
+  int64_t n_embd() const { return n_embd_; }
+  int64_t n_head() const { return n_head_; }
+  const std::shared_ptr<Linear>& qkv() const { return qkv_; }
+  const std::shared_ptr<Linear>& proj() const { return proj_; }
+
+ private:
+  int64_t n_embd_, n_head_;
+  std::shared_ptr<Linear> qkv_, proj_;
+  std::shared_ptr<Dropout> attn_drop_, resid_drop_;
+};
+
+}  // namespace accel::nn

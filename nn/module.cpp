@@ -1,0 +1,203 @@
+// nn::Module: registration, the dotted-name walk, state dicts, mode switches and in-place moves.
+#include "nn/module.h"
+
+#include <fmt/format.h>
+
+#include <unordered_map>
+#include <unordered_set>
+
+#include "autograd/grad_mode.h"
+#include "tensor/ops/copy.h"
+#include "tensor/ops/elementwise.h"
+
+namespace accel::nn {
+
+namespace {
+
+std::string join(const std::vector<std::string>& items) {
+  std::string out;
+  for (size_t i = 0; i < items.size(); ++i) out += (i ? ", " : "") + items[i];
+  return out;
+}
+
+std::string prefixed(const std::string& prefix, const std::string& name) {
+  return prefix.empty() ? name : prefix + "." + name;
+}
+
+}  // namespace
+
+Tensor Module::forward(const Tensor&) {
+  throw Error(fmt::format("{}::forward: this module does not take a single tensor input", type_name()));
+}
+
+void Module::check_new_name(const char* what, const std::string& name) const {
+  if (name.empty() || name.find('.') != std::string::npos)
+    throw Error(fmt::format("{}: name '{}' must be non-empty and contain no '.'", what, name));
+  auto taken = [&](const auto& list) {
+    for (const auto& entry : list)
+      if (entry.first == name) return true;
+    return false;
+  };
+  if (taken(parameters_) || taken(buffers_) || taken(children_))
+    throw Error(fmt::format("{}: {} already has an entry named '{}'", what, type_name(), name));
+}
+
+Tensor Module::register_parameter(const std::string& name, Tensor tensor) {
+  check_new_name("register_parameter", name);
+  if (!tensor.defined()) throw Error(fmt::format("register_parameter: '{}' is an undefined tensor", name));
+  if (!tensor.is_leaf())
+    throw Error(fmt::format("register_parameter: '{}' was computed by a recorded op; register a leaf (detach it)",
+                            name));
+  if (!is_floating(tensor.dtype()))
+    throw Error(fmt::format("register_parameter: '{}' is {}, expected a floating dtype", name,
+                            dtype_name(tensor.dtype())));
+  tensor.requires_grad_(true);
+  parameters_.emplace_back(name, tensor);
+  return tensor;
+}
+
+Tensor Module::register_buffer(const std::string& name, Tensor tensor) {
+  check_new_name("register_buffer", name);
+  if (!tensor.defined()) throw Error(fmt::format("register_buffer: '{}' is an undefined tensor", name));
+  buffers_.emplace_back(name, tensor);
+  return tensor;
+}
+
+void Module::add_child(const std::string& name, std::shared_ptr<Module> module) {
+  check_new_name("register_module", name);
+  if (!module) throw Error(fmt::format("register_module: '{}' is a null module", name));
+  children_.emplace_back(name, std::move(module));
+}
+
+void Module::collect_parameters(const std::string& prefix, StateDict& out) const {
+  for (const auto& [name, t] : parameters_) out.emplace_back(prefixed(prefix, name), t);
+  for (const auto& [name, child] : children_) child->collect_parameters(prefixed(prefix, name), out);
+}
+
+void Module::collect_buffers(const std::string& prefix, StateDict& out) const {
+  for (const auto& [name, t] : buffers_) out.emplace_back(prefixed(prefix, name), t);
+  for (const auto& [name, child] : children_) child->collect_buffers(prefixed(prefix, name), out);
+}
+
+void Module::collect_modules(const std::string& prefix, std::vector<std::pair<std::string, Module*>>& out) {
+  out.emplace_back(prefix, this);
+  for (const auto& [name, child] : children_) child->collect_modules(prefixed(prefix, name), out);
+}
+
+StateDict Module::named_parameters() const {
+  StateDict out;
+  collect_parameters("", out);
+  return out;
+}
+
+std::vector<Tensor> Module::parameters() const {
+  std::vector<Tensor> out;
+  for (auto& entry : named_parameters()) out.push_back(std::move(entry.second));
+  return out;
+}
+
+StateDict Module::named_buffers() const {
+  StateDict out;
+  collect_buffers("", out);
+  return out;
+}
+
+std::vector<std::pair<std::string, Module*>> Module::named_modules() {
+  std::vector<std::pair<std::string, Module*>> out;
+  collect_modules("", out);
+  return out;
+}
+
+StateDict Module::state_dict() const {
+  StateDict out = named_parameters();
+  collect_buffers("", out);
+  return out;
+}
+
+LoadResult Module::load_state_dict(const StateDict& state, bool strict) {
+  std::unordered_map<std::string, const Tensor*> given;
+  for (const auto& [name, t] : state) {
+    if (!t.defined()) throw Error(fmt::format("load_state_dict: '{}' is an undefined tensor", name));
+    if (!given.emplace(name, &t).second) throw Error(fmt::format("load_state_dict: key '{}' appears twice", name));
+  }
+  const StateDict own = state_dict();
+  std::unordered_set<std::string> own_names;
+  LoadResult result;
+  std::vector<std::string> shape_notes;
+  std::vector<std::pair<Tensor, const Tensor*>> to_copy;
+  for (const auto& [name, t] : own) {
+    own_names.insert(name);
+    auto it = given.find(name);
+    if (it == given.end()) {
+      result.missing.push_back(name);
+    } else if (it->second->shape() != t.shape()) {
+      result.mismatched.push_back(name);
+      shape_notes.push_back(
+          fmt::format("{}: module {}, state {}", name, shape_str(t.shape()), shape_str(it->second->shape())));
+    } else {
+      to_copy.emplace_back(t, it->second);
+    }
+  }
+  for (const auto& entry : state)
+    if (!own_names.count(entry.first)) result.unexpected.push_back(entry.first);
+
+  if (strict && (!result.missing.empty() || !result.unexpected.empty() || !result.mismatched.empty())) {
+    std::vector<std::string> parts;
+    if (!result.missing.empty()) parts.push_back(fmt::format("missing keys [{}]", join(result.missing)));
+    if (!result.unexpected.empty()) parts.push_back(fmt::format("unexpected keys [{}]", join(result.unexpected)));
+    if (!shape_notes.empty()) parts.push_back(fmt::format("mis-shaped keys [{}]", join(shape_notes)));
+    std::string message = fmt::format("load_state_dict: the state does not fit this {}: ", type_name());
+    for (size_t i = 0; i < parts.size(); ++i) message += (i ? "; " : "") + parts[i];
+    throw Error(message);
+  }
+  NoGradGuard no_grad;
+  for (const auto& [dst, src] : to_copy) ops::copy_(dst, *src);
+  return result;
+}
+
+void Module::train(bool on) {
+  training_ = on;
+  for (auto& entry : children_) entry.second->train(on);
+}
+
+void Module::zero_grad(bool set_to_none) {
+  for (const Tensor& p : parameters()) {
+    if (set_to_none) p.set_grad(Tensor());
+    else if (p.grad().defined()) ops::zero_(p.grad());
+  }
+}
+
+namespace {
+
+// Applies convert to each distinct tensor of the state (a tensor registered twice moves once) and
+// to its grad, swapping the data in place.
+template <class F>
+void convert_in_place(const StateDict& state, F&& convert) {
+  NoGradGuard no_grad;
+  std::unordered_set<const TensorImpl*> seen;
+  for (const auto& entry : state) {
+    const Tensor& t = entry.second;
+    if (!seen.insert(t.impl()).second) continue;
+    const Tensor data = convert(t);
+    if (data.is_same(t)) continue;
+    const Tensor grad = t.grad().defined() ? convert(t.grad()) : Tensor();
+    t.set_data(data);
+    if (grad.defined()) t.set_grad(grad);
+  }
+}
+
+}  // namespace
+
+void Module::to(Device device) {
+  convert_in_place(state_dict(), [&](const Tensor& t) { return ops::to_device(t, device); });
+}
+
+void Module::to(DType dtype) {
+  if (!is_floating(dtype))
+    throw Error(fmt::format("Module::to: parameters can only be cast to a floating dtype, got {}", dtype_name(dtype)));
+  // Integer buffers (counts, indices) keep their dtype.
+  convert_in_place(state_dict(),
+                   [&](const Tensor& t) { return is_floating(t.dtype()) ? ops::to_dtype(t, dtype) : t; });
+}
+
+}  // namespace accel::nn

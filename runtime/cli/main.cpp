@@ -1,0 +1,136 @@
+// The accel executable: config, launch, env (and the hidden exec-rank that wraps each launched rank).
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <iostream>
+#include <thread>
+
+#include "runtime/cli/config_wizard.h"
+#include "runtime/config_file.h"
+#include "runtime/env_report.h"
+#include "runtime/launch.h"
+#include "tensor/error.h"
+
+namespace {
+
+std::string self_path(const char* argv0) {
+  std::error_code ec;
+  const auto exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+  return ec ? std::string(argv0) : exe.string();
+}
+
+int run(int argc, char** argv) {
+  CLI::App app{"accel: run one training program on one CPU, many MPI ranks or GPUs, in fp32, fp16 or bf16"};
+  app.require_subcommand(1);
+
+  // accel config [default]
+  auto* config = app.add_subcommand("config", "Ask the launch questions once and write the config file");
+  std::string config_path;
+  config->add_option("--config_file", config_path, "Where to write (default: " + accel::default_config_path() + ")");
+  auto* config_default = config->add_subcommand("default", "Write a config with default answers, without questions");
+
+  // accel launch ...
+  auto* launch = app.add_subcommand("launch", "Start PROGRAM on every rank through mpirun");
+  std::string launch_config_path;
+  int num_processes = 0, num_machines = 0, machine_rank = -1, port = 0, accumulation = 0;
+  std::string hostfile, main_ip, precision;
+  bool cpu = false, dry_run = false;
+  launch->add_option("--config_file", launch_config_path, "Config file (default: the one `accel config` wrote)");
+  launch->add_option("-n,--num_processes", num_processes, "Processes in total")->check(CLI::PositiveNumber);
+  launch->add_option("--num_machines", num_machines, "Machines")->check(CLI::PositiveNumber);
+  launch->add_option("--machine_rank", machine_rank, "This machine's index")->check(CLI::NonNegativeNumber);
+  launch->add_option("--main_process_ip", main_ip, "Address of machine 0");
+  launch->add_option("--main_process_port", port, "Port on machine 0")->check(CLI::Range(1, 65535));
+  launch->add_option("--hostfile", hostfile, "Open MPI hostfile");
+  launch->add_option("--mixed_precision", precision, "no, fp16 or bf16")->check(CLI::IsMember({"no", "fp16", "bf16"}));
+  launch->add_flag("--cpu", cpu, "Train on the CPU even when GPUs are present");
+  launch->add_option("--gradient_accumulation_steps", accumulation, "Micro-batches per optimizer step")
+      ->check(CLI::PositiveNumber);
+  launch->add_flag("--dry-run,--dry_run", dry_run, "Print the mpirun command line instead of running it");
+  // Everything from PROGRAM on belongs to the program, flags included.
+  launch->prefix_command();
+  launch->footer("PROGRAM [ARGS...] follow the options; everything from PROGRAM on is passed to it unchanged.");
+
+  // accel env
+  auto* env = app.add_subcommand("env", "Print what a bug report needs: versions, build options, devices, config");
+
+  // accel exec-rank -- PROGRAM ARGS is internal: it wraps one launched rank to name it when it
+  // fails. Its arguments are the program's, so they bypass the parser.
+  if (argc >= 2 && std::string(argv[1]) == "exec-rank") {
+    std::vector<std::string> rank_command(argv + 2, argv + argc);
+    if (!rank_command.empty() && rank_command.front() == "--") rank_command.erase(rank_command.begin());
+    if (rank_command.empty()) throw accel::Error("accel exec-rank: no program given");
+    return accel::exec_rank(rank_command);
+  }
+  // `accel launch [options] -- PROGRAM ARGS`: what follows -- is the program's, unparsed.
+  std::vector<std::string> after_separator;
+  if (argc >= 2 && std::string(argv[1]) == "launch") {
+    for (int i = 2; i < argc; ++i) {
+      if (std::string(argv[i]) == "--") {
+        after_separator.assign(argv + i + 1, argv + argc);
+        argc = i;
+        break;
+      }
+    }
+  }
+
+  CLI11_PARSE(app, argc, argv);
+
+  if (*config) {
+    const std::string path = config_path.empty() ? accel::default_config_path() : config_path;
+    const accel::ConfigFile answers = *config_default ? accel::default_answers() : accel::ask_config(std::cin, std::cout);
+    accel::save_config(answers, path);
+    std::cout << fmt::format("accel config: wrote {}\n", path);
+    return 0;
+  }
+  if (*env) {
+    std::cout << accel::env_report();
+    return 0;
+  }
+
+  // launch: config file first, then the flags given on the command line.
+  accel::LaunchRequest request;
+  const std::string path = launch_config_path.empty() ? accel::default_config_path() : launch_config_path;
+  if (!launch_config_path.empty() || std::filesystem::exists(path)) request.config = accel::load_config(path);
+  accel::ConfigFile& c = request.config;
+  if (num_processes) c.num_processes = num_processes;
+  if (num_machines) c.num_machines = num_machines;
+  if (machine_rank >= 0) c.machine_rank = machine_rank;
+  if (!main_ip.empty()) c.main_process_ip = main_ip;
+  if (port) c.main_process_port = port;
+  if (!hostfile.empty()) c.hostfile = hostfile;
+  if (!precision.empty()) c.mixed_precision = precision;
+  if (cpu) c.use_cpu = true;
+  if (accumulation) c.gradient_accumulation_steps = accumulation;
+  if (c.num_machines > 1 && c.environment == "local") c.environment = "hosts";
+  std::vector<std::string> command = launch->remaining();
+  command.insert(command.end(), after_separator.begin(), after_separator.end());
+  if (command.empty()) throw accel::Error("accel launch: no program given; usage: accel launch [options] PROGRAM [ARGS...]");
+  if (command.front().size() > 1 && command.front()[0] == '-')
+    throw accel::Error(fmt::format("accel launch: unknown option '{}' (see accel launch --help)", command.front()));
+  request.program = command.front();
+  request.program_args.assign(command.begin() + 1, command.end());
+  request.self_path = self_path(argv[0]);
+  const accel::HostFacts host{static_cast<int>(std::max(1u, std::thread::hardware_concurrency())), geteuid() == 0};
+  const std::vector<std::string> mpirun = accel::mpirun_command(request, host);
+  if (dry_run) {
+    std::cout << accel::shell_join(mpirun) << "\n";
+    return 0;
+  }
+  const int status = accel::run_command(mpirun);
+  if (status != 0) std::cerr << fmt::format("accel launch: the job failed (mpirun exited with status {})\n", status);
+  return status;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return run(argc, argv);
+  } catch (const accel::Error& e) {
+    std::cerr << e.what() << "\n";
+    return 1;
+  }
+}

@@ -1,0 +1,120 @@
+// CPU cross-entropy: rows in parallel, each with a max pass and a sum-of-exp pass; the per-row losses
+// are then reduced in row order (in f64), so a mean or sum does not depend on the thread count.
+#include "tensor/cpu/cross_entropy.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <limits>
+#include <vector>
+
+#include "tensor/cpu/loop.h"
+#include "tensor/cpu/map.h"
+#include "tensor/nn_math.h"
+
+namespace accel::cpu {
+
+namespace {
+
+template <class F>
+void dispatch_index(DType dtype, const char* op, F&& f) {
+  if (dtype == DType::i64) f.template operator()<int64_t>();
+  else if (dtype == DType::i32) f.template operator()<int32_t>();
+  else throw_unsupported_dtype(op, dtype, "i64 or i32");
+}
+
+// Checks every target before the parallel loop (a throw inside it would terminate) and returns how
+// many rows count towards a mean.
+template <class I>
+int64_t check_targets(const char* op, const I* target, int64_t rows, int64_t classes, int64_t ignore_index) {
+  int64_t counted = 0;
+  for (int64_t n = 0; n < rows; ++n) {
+    const int64_t t = static_cast<int64_t>(target[n]);
+    if (t == ignore_index) continue;
+    if (t < 0 || t >= classes)
+      throw Error(fmt::format("{}: target[{}] = {} is out of range for {} classes (ignore_index is {})", op, n, t,
+                              classes, ignore_index));
+    ++counted;
+  }
+  return counted;
+}
+
+// The max of a row and sum(exp(x - max)).
+template <class T, class C = compute_t<T>>
+void row_stats(const T* row, int64_t classes, C& row_max, C& sum_exp) {
+  row_max = -std::numeric_limits<C>::infinity();
+  for (int64_t j = 0; j < classes; ++j) row_max = std::max(row_max, load(row[j]));
+  sum_exp = 0;
+  for (int64_t j = 0; j < classes; ++j) sum_exp += math_exp(load(row[j]) - row_max);
+}
+
+}  // namespace
+
+void cross_entropy(const Tensor& loss, const Tensor& logits, const Tensor& target, int64_t ignore_index,
+                   ops::Reduction reduction) {
+  const int64_t rows = logits.shape()[0], classes = logits.shape()[1];
+  dispatch_index(target.dtype(), "cross_entropy", [&]<class I>() {
+    const I* tgt = static_cast<const I*>(target.data_ptr());
+    const int64_t counted = check_targets("cross_entropy", tgt, rows, classes, ignore_index);
+    dispatch_floating(logits.dtype(), "cross_entropy", [&]<class T>() {
+      using C = compute_t<T>;  // also the loss dtype's storage type
+      const T* x = static_cast<const T*>(logits.data_ptr());
+      C* out = static_cast<C*>(loss.data_ptr());
+      std::vector<C> row_losses(reduction == ops::Reduction::none ? 0 : static_cast<size_t>(rows));
+      C* per_row = reduction == ops::Reduction::none ? out : row_losses.data();
+#pragma omp parallel for if (rows * classes > kParallelGrain && rows > 1)
+      for (int64_t n = 0; n < rows; ++n) {
+        const int64_t t = static_cast<int64_t>(tgt[n]);
+        if (t == ignore_index) {
+          per_row[n] = 0;
+          continue;
+        }
+        const T* row = x + n * classes;
+        C row_max, sum_exp;
+        row_stats(row, classes, row_max, sum_exp);
+        per_row[n] = cross_entropy_row_loss(load(row[t]), row_max, sum_exp);
+      }
+      if (reduction == ops::Reduction::none) return;
+      double total = 0;
+      for (int64_t n = 0; n < rows; ++n) total += static_cast<double>(row_losses[n]);
+      // All rows ignored: the mean of nothing is 0, so a batch of padding adds no NaN.
+      if (reduction == ops::Reduction::mean) total = counted > 0 ? total / static_cast<double>(counted) : 0.0;
+      out[0] = static_cast<C>(total);
+    });
+  });
+}
+
+void cross_entropy_backward(const Tensor& grad_logits, const Tensor& grad_loss, const Tensor& logits,
+                            const Tensor& target, int64_t ignore_index, ops::Reduction reduction) {
+  const int64_t rows = logits.shape()[0], classes = logits.shape()[1];
+  dispatch_index(target.dtype(), "cross_entropy_backward", [&]<class I>() {
+    const I* tgt = static_cast<const I*>(target.data_ptr());
+    const int64_t counted = check_targets("cross_entropy_backward", tgt, rows, classes, ignore_index);
+    dispatch_floating(logits.dtype(), "cross_entropy_backward", [&]<class T>() {
+      using C = compute_t<T>;
+      const T* x = static_cast<const T*>(logits.data_ptr());
+      const C* g = static_cast<const C*>(grad_loss.data_ptr());
+      T* dx = static_cast<T*>(grad_logits.data_ptr());
+      const bool per_row = reduction == ops::Reduction::none;
+      const C divisor = reduction == ops::Reduction::mean ? static_cast<C>(std::max<int64_t>(counted, 1)) : C(1);
+#pragma omp parallel for if (rows * classes > kParallelGrain && rows > 1)
+      for (int64_t n = 0; n < rows; ++n) {
+        const int64_t t = static_cast<int64_t>(tgt[n]);
+        const C scale = cross_entropy_row_scale(per_row ? g[n] : g[0], divisor, t == ignore_index);
+        const T* row = x + n * classes;
+        T* o = dx + n * classes;
+        if (t == ignore_index) {
+          std::fill_n(o, classes, store<T>(C(0)));
+          continue;
+        }
+        C row_max, sum_exp;
+        row_stats(row, classes, row_max, sum_exp);
+        const C inv_sum = C(1) / sum_exp;
+        for (int64_t j = 0; j < classes; ++j)
+          o[j] = store<T>(cross_entropy_grad_elem(load(row[j]), row_max, inv_sum, j == t, scale));
+      }
+    });
+  });
+}
+
+}  // namespace accel::cpu

@@ -1,0 +1,18 @@
+// CPU cross-entropy fused with log-softmax over the rows of [N, C] logits, and its backward pass.
+#pragma once
+
+#include "tensor/ops/nn_ops.h"
+#include "tensor/tensor.h"
+
+namespace accel::cpu {
+
+// logits contiguous [N, C]; target contiguous [N] (i64 or i32); loss is [N] (none) or 0-d, of the
+// loss dtype (f64 for f64 logits, else f32). Throws accel::Error naming the first target outside
+// [0, C) that is not ignore_index.
+void cross_entropy(const Tensor& loss, const Tensor& logits, const Tensor& target, int64_t ignore_index,
+                   ops::Reduction reduction);
+// grad_logits contiguous [N, C] of the logits dtype; grad_loss contiguous, of the loss's shape and dtype.
+void cross_entropy_backward(const Tensor& grad_logits, const Tensor& grad_loss, const Tensor& logits,
+                            const Tensor& target, int64_t ignore_index, ops::Reduction reduction);
+
+}  // namespace accel::cpu

@@ -1,0 +1,185 @@
+// CPU matmul: every [M, K] x [K, N] product is one Eigen GEMM over maps of the operands' own buffers;
+// Eigen threads a large GEMM with OpenMP, and many small products are spread over threads instead.
+#include "tensor/cpu/matmul.h"
+
+#include <omp.h>
+
+#include <Eigen/Core>
+#include <algorithm>
+#include <type_traits>
+#include <vector>
+
+#include "tensor/cpu/convert.h"
+#include "tensor/cpu/map.h"
+
+namespace accel::cpu {
+
+MatrixLayout gemm_layout(int64_t rows, int64_t cols, int64_t row_stride, int64_t col_stride) {
+  // A dim of size <= 1 is never stepped along, so its stride does not matter. The outer stride must
+  // keep rows (columns) apart: Eigen reads it as the leading dimension of a BLAS matrix.
+  const bool unit_cols = cols <= 1 || col_stride == 1;
+  const bool rows_apart = rows <= 1 || row_stride >= cols;
+  if (unit_cols && rows_apart) return {GemmLayout::row_major, rows <= 1 ? std::max<int64_t>(cols, 1) : row_stride};
+  const bool unit_rows = rows <= 1 || row_stride == 1;
+  const bool cols_apart = cols <= 1 || col_stride >= rows;
+  if (unit_rows && cols_apart) return {GemmLayout::col_major, cols <= 1 ? std::max<int64_t>(rows, 1) : col_stride};
+  return {GemmLayout::copy, 0};
+}
+
+MatrixLayout gemm_layout(const Tensor& t) {
+  return gemm_layout(t.size(-2), t.size(-1), t.stride(-2), t.stride(-1));
+}
+
+namespace {
+
+template <class C, int Order>
+using ConstMap = Eigen::Map<const Eigen::Matrix<C, Eigen::Dynamic, Eigen::Dynamic, Order>, Eigen::Unaligned,
+                            Eigen::OuterStride<>>;
+template <class C>
+using OutMap = Eigen::Map<Eigen::Matrix<C, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>>;
+
+// One strided matrix of an operand: its first element, sizes, element strides and Eigen layout.
+template <class T>
+struct Matrix {
+  const T* data;
+  int64_t rows, cols, row_stride, col_stride;
+  MatrixLayout layout;
+};
+
+// Per-thread buffers for operands that are widened (f16/bf16) or copied, and for an f32 result
+// that is rounded into half storage. Sized before any parallel region, so nothing allocates inside.
+template <class C>
+struct Workspace {
+  std::vector<C> a, b, out;
+};
+
+// Calls f with an Eigen map of m's values in the compute type C: the buffer itself when its type and
+// layout allow, else a copy into buf packed in the order m is laid out in, so the copy reads memory in
+// sequence.
+template <class C, class T, class F>
+void with_map(const Matrix<T>& m, std::vector<C>& buf, F&& f) {
+  const auto rows = static_cast<Eigen::Index>(m.rows), cols = static_cast<Eigen::Index>(m.cols);
+  if constexpr (std::is_same_v<T, C>) {
+    const Eigen::OuterStride<> outer(m.layout.outer_stride);
+    if (m.layout.layout == GemmLayout::row_major) return f(ConstMap<C, Eigen::RowMajor>(m.data, rows, cols, outer));
+    if (m.layout.layout == GemmLayout::col_major) return f(ConstMap<C, Eigen::ColMajor>(m.data, rows, cols, outer));
+  }
+  C* dst = buf.data();
+  if (m.layout.layout == GemmLayout::col_major) {
+    for (int64_t j = 0; j < m.cols; ++j)
+      for (int64_t i = 0; i < m.rows; ++i) dst[j * m.rows + i] = load(m.data[i * m.row_stride + j * m.col_stride]);
+    return f(ConstMap<C, Eigen::ColMajor>(dst, rows, cols, Eigen::OuterStride<>(std::max<Eigen::Index>(rows, 1))));
+  }
+  for (int64_t i = 0; i < m.rows; ++i)
+    for (int64_t j = 0; j < m.cols; ++j) dst[i * m.cols + j] = load(m.data[i * m.row_stride + j * m.col_stride]);
+  f(ConstMap<C, Eigen::RowMajor>(dst, rows, cols, Eigen::OuterStride<>(std::max<Eigen::Index>(cols, 1))));
+}
+
+// out (contiguous [M, N]) = a @ b.
+template <class T, class C = compute_t<T>>
+void gemm(T* out, const Matrix<T>& a, const Matrix<T>& b, Workspace<C>& ws) {
+  const auto rows = static_cast<Eigen::Index>(a.rows), cols = static_cast<Eigen::Index>(b.cols);
+  with_map<C>(a, ws.a, [&](const auto& ma) {
+    with_map<C>(b, ws.b, [&](const auto& mb) {
+      if constexpr (std::is_same_v<T, C>) {
+        OutMap<C>(out, rows, cols).noalias() = ma * mb;
+      } else {
+        OutMap<C>(ws.out.data(), rows, cols).noalias() = ma * mb;
+        for (int64_t i = 0; i < a.rows * b.cols; ++i) out[i] = store<T>(ws.out[i]);
+      }
+    });
+  });
+}
+
+// Eigen splits one GEMM over threads only once it has about 50k multiply-adds per thread
+// (parallelize_gemm); below that a product runs on one thread.
+constexpr double kEigenThreadedWork = 100000.0;
+
+// The element offset of batch entry `index` (row-major over batch) in a tensor with those strides.
+int64_t batch_offset(int64_t index, const Shape& batch, const Strides& strides) {
+  int64_t offset = 0;
+  for (size_t d = batch.size(); d-- > 0;) {
+    offset += (index % batch[d]) * strides[d];
+    index /= batch[d];
+  }
+  return offset;
+}
+
+// When b is the same matrix for every batch entry (a weight broadcast over a batch of inputs) and
+// a's batch and row dims merge into one strided dim, the whole batch is one [B*M, K] x [K, N] GEMM:
+// one large product that Eigen threads well instead of B small ones. Returns the row stride of
+// the merged dim, or 0 when a cannot be folded.
+int64_t foldable_row_stride(const Tensor& a, const Tensor& b, const Shape& batch) {
+  for (size_t d = 0; d < batch.size(); ++d)
+    if (batch[d] > 1 && b.strides()[d] != 0) return 0;
+  int64_t stride = 0, span = 0;  // stride and extent of the merged dims seen so far, innermost first
+  for (int64_t d = a.dim() - 2; d >= 0; --d) {
+    const int64_t size = a.shape()[d];
+    if (size == 1) continue;
+    if (span == 0) {
+      stride = a.strides()[d];
+    } else if (a.strides()[d] != stride * span) {
+      return 0;
+    }
+    span = span == 0 ? size : span * size;
+  }
+  return stride;
+}
+
+}  // namespace
+
+void matmul(const Tensor& out, const Tensor& a, const Tensor& b) {
+  const Shape batch(out.shape().begin(), out.shape().end() - 2);
+  const int64_t batch_count = shape_numel(batch);
+  const int64_t m = out.size(-2), n = out.size(-1), k = a.size(-1);
+  if (out.numel() == 0) return;
+
+  int64_t products = batch_count, rows = m, a_row_stride = a.stride(-2);
+  if (batch_count > 1) {
+    if (const int64_t folded = foldable_row_stride(a, b, batch); folded > 0) {
+      products = 1;
+      rows = batch_count * m;
+      a_row_stride = folded;
+    }
+  }
+  const MatrixLayout layout_a = gemm_layout(rows, k, a_row_stride, a.stride(-1));
+  const MatrixLayout layout_b = gemm_layout(b);
+
+  const int threads = omp_in_parallel() ? 1 : omp_get_max_threads();
+  const double work = static_cast<double>(rows) * static_cast<double>(n) * static_cast<double>(k);
+  // Whole products per thread keep every core busy when there are many of them, or when each is
+  // too small for Eigen to thread; inside the parallel region Eigen runs single-threaded.
+  const bool over_batch = threads > 1 && products > 1 && (products >= 4 * threads || work < kEigenThreadedWork);
+  const int teams = over_batch ? static_cast<int>(std::min<int64_t>(threads, products)) : 1;
+
+  dispatch_floating(out.dtype(), "matmul", [&]<class T>() {
+    using C = compute_t<T>;
+    const bool widen = !std::is_same_v<T, C>;
+    std::vector<Workspace<C>> spaces(static_cast<size_t>(teams));
+    for (Workspace<C>& ws : spaces) {
+      if (widen || layout_a.layout == GemmLayout::copy) ws.a.resize(static_cast<size_t>(rows * k));
+      if (widen || layout_b.layout == GemmLayout::copy) ws.b.resize(static_cast<size_t>(k * n));
+      if (widen) ws.out.resize(static_cast<size_t>(rows * n));
+    }
+    const T* pa = static_cast<const T*>(a.data_ptr());
+    const T* pb = static_cast<const T*>(b.data_ptr());
+    T* po = static_cast<T*>(out.data_ptr());
+    auto product = [&](int64_t i, Workspace<C>& ws) {
+      const Matrix<T> ma{pa + batch_offset(i, batch, a.strides()), rows, k, a_row_stride, a.stride(-1), layout_a};
+      const Matrix<T> mb{pb + batch_offset(i, batch, b.strides()), k, n, b.stride(-2), b.stride(-1), layout_b};
+      gemm<T>(po + i * rows * n, ma, mb, ws);
+    };
+    if (teams > 1) {
+#pragma omp parallel num_threads(teams)
+      {
+        Workspace<C>& ws = spaces[static_cast<size_t>(omp_get_thread_num())];
+#pragma omp for schedule(static)
+        for (int64_t i = 0; i < products; ++i) product(i, ws);
+      }
+    } else {
+      for (int64_t i = 0; i < products; ++i) product(i, spaces[0]);
+    }
+  });
+}
+
+}  // namespace accel::cpu

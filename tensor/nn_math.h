@@ -1,0 +1,90 @@
+// Per-element math of the neural-network ops (softmax, layer norm, cross-entropy, dropout), shared by
+// the CPU loops and the CUDA kernels. C is the compute type: float (for f32/f16/bf16) or double.
+#pragma once
+
+#include <cstdint>
+
+#include "tensor/elementwise_math.h"
+#include "tensor/hd.h"
+#include "tensor/philox.h"
+
+namespace accel {
+
+// Softmax of one element, given its row's max and 1 / sum(exp(x - max)). Subtracting the max keeps
+// every exp in (0, 1], so large logits cannot overflow.
+template <class C>
+ACCEL_HD C softmax_elem(C x, C row_max, C inv_sum) {
+  return math_exp(x - row_max) * inv_sum;
+}
+
+// Log-softmax of one element, given its row's max and log(sum(exp(x - max))).
+template <class C>
+ACCEL_HD C log_softmax_elem(C x, C row_max, C log_sum) {
+  return x - row_max - log_sum;
+}
+
+// d softmax: dx = y * (dy - sum(dy * y)); dot is that row sum.
+template <class C>
+ACCEL_HD C softmax_backward_elem(C dy, C y, C dot) {
+  return y * (dy - dot);
+}
+
+// d log_softmax: dx = dy - softmax * sum(dy), with softmax = exp(y) for the log-softmax output y.
+template <class C>
+ACCEL_HD C log_softmax_backward_elem(C dy, C y, C sum_dy) {
+  return dy - math_exp(y) * sum_dy;
+}
+
+// 1 / sqrt(var + eps), with var the biased (divide by n) variance of the row.
+template <class C>
+ACCEL_HD C layer_norm_rstd(C var, C eps) {
+  return C(1) / math_sqrt(var + eps);
+}
+
+// The normalise-then-affine step; w = 1 and b = 0 when the layer has no weight / bias.
+template <class C>
+ACCEL_HD C layer_norm_elem(C x, C mean, C rstd, C w, C b) {
+  return (x - mean) * rstd * w + b;
+}
+
+// dx of layer norm for one element. With xhat = (x - mean) * rstd and dxhat = dy * w, the row means
+// mean_dxhat = mean(dxhat) and mean_dxhat_xhat = mean(dxhat * xhat) carry the dependence of mean and
+// rstd on every element of the row.
+template <class C>
+ACCEL_HD C layer_norm_backward_elem(C dxhat, C xhat, C rstd, C mean_dxhat, C mean_dxhat_xhat) {
+  return rstd * (dxhat - mean_dxhat - xhat * mean_dxhat_xhat);
+}
+
+// -log softmax(x)[target] for one row: logsumexp(x) - x[target], with logsumexp = max + log(sum_exp)
+// and sum_exp = sum(exp(x - max)).
+template <class C>
+ACCEL_HD C cross_entropy_row_loss(C target_logit, C row_max, C sum_exp) {
+  return row_max + math_log(sum_exp) - target_logit;
+}
+
+// The factor a row's loss grad carries: grad_loss / divisor (divisor = the number of counted rows for
+// a mean, else 1), and 0 for an ignored row.
+template <class C>
+ACCEL_HD C cross_entropy_row_scale(C grad_loss, C divisor, bool ignored) {
+  return ignored ? C(0) : grad_loss / divisor;
+}
+
+// d loss / d x for one element: scale * (softmax(x) - onehot(target)).
+template <class C>
+ACCEL_HD C cross_entropy_grad_elem(C x, C row_max, C inv_sum, bool is_target, C scale) {
+  return scale * (softmax_elem(x, row_max, inv_sum) - (is_target ? C(1) : C(0)));
+}
+
+// Dropout keeps element i when its uniform draw u in [0, 1) satisfies u >= p: p = 0 keeps every
+// element and p = 1 none. u has 24 random bits, so the kept fraction is 1 - ceil(p * 2^24) / 2^24.
+ACCEL_HD bool dropout_keep(uint64_t seed, uint64_t offset, uint64_t i, float p) {
+  return random_uniform_at(seed, offset, i) >= p;
+}
+
+// A kept element scaled by 1 / (1 - p) (passed in as scale), or zero; never x * 0 * inf.
+template <class C>
+ACCEL_HD C dropout_elem(C x, bool keep, C scale) {
+  return keep ? x * scale : C(0);
+}
+
+}  // namespace accel

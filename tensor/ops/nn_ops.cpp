@@ -1,0 +1,282 @@
+// Raw neural-network op entry points: check shapes, dtypes and devices once, make the operands
+// contiguous, allocate the outputs and dispatch to the CPU or CUDA implementation.
+#include "tensor/ops/nn_ops.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <utility>
+
+#include "tensor/cpu/cross_entropy.h"
+#include "tensor/cpu/dropout.h"
+#include "tensor/cpu/embedding.h"
+#include "tensor/cpu/layer_norm.h"
+#include "tensor/cpu/softmax.h"
+#include "tensor/creation.h"
+#include "tensor/dispatch.h"
+#include "tensor/ops/views.h"
+#include "tensor/philox.h"
+
+// The CUDA kernels of these ops come with phase 2 of the CUDA backend; until then device tensors get
+// a clear error from ACCEL_DISPATCH_CPU_ONLY.
+
+namespace accel::ops {
+
+namespace {
+
+constexpr const char* kFloating = "a floating dtype (f64, f32, f16, bf16)";
+
+void check_defined(const char* op, const Tensor& t, const char* name) {
+  if (!t.defined()) throw Error(fmt::format("{}: {} is undefined", op, name));
+}
+
+void check_floating(const char* op, const Tensor& t) {
+  if (!is_floating(t.dtype())) throw_unsupported_dtype(op, t.dtype(), kFloating);
+}
+
+void check_index_dtype(const char* op, const Tensor& t, const char* name) {
+  if (t.dtype() != DType::i64 && t.dtype() != DType::i32)
+    throw Error(fmt::format("{}: {} must be i64 or i32, got {}", op, name, dtype_name(t.dtype())));
+}
+
+void check_same_device(const char* op, const Tensor& a, const char* a_name, const Tensor& b, const char* b_name) {
+  if (a.device() != b.device())
+    throw Error(fmt::format("{}: {} is on {} but {} is on {}", op, a_name, a.device().str(), b_name, b.device().str()));
+}
+
+void check_same_dtype(const char* op, const Tensor& a, const char* a_name, const Tensor& b, const char* b_name) {
+  if (a.dtype() != b.dtype())
+    throw Error(fmt::format("{}: {} is {} but {} is {}; they must match", op, a_name, dtype_name(a.dtype()), b_name,
+                            dtype_name(b.dtype())));
+}
+
+void check_shape(const char* op, const Tensor& t, const char* name, const Shape& expected, const char* why) {
+  if (t.shape() != expected)
+    throw Error(fmt::format("{}: {} has shape {}, expected {}{}", op, name, shape_str(t.shape()),
+                            shape_str(expected), why));
+}
+
+// Layer-norm statistics and the cross-entropy loss are f64 for f64 inputs, else f32.
+DType stats_dtype(DType dtype) { return dtype == DType::f64 ? DType::f64 : DType::f32; }
+
+const char* reduction_name(Reduction r) {
+  switch (r) {
+    case Reduction::none: return "none";
+    case Reduction::mean: return "mean";
+    case Reduction::sum: return "sum";
+  }
+  return "?";
+}
+
+// [outer, size, inner] around dim d (a 0-d tensor is one element).
+struct DimSplit {
+  int64_t outer = 1, size = 1, inner = 1;
+};
+DimSplit split_at(const Shape& shape, int64_t d) {
+  DimSplit s;
+  for (int64_t i = 0; i < static_cast<int64_t>(shape.size()); ++i) {
+    if (i < d) s.outer *= shape[i];
+    else if (i == d) s.size = shape[i];
+    else s.inner *= shape[i];
+  }
+  return s;
+}
+
+Tensor softmax_forward(const char* op, const Tensor& x, int64_t dim, bool is_log) {
+  check_defined(op, x, "x");
+  check_floating(op, x);
+  const DimSplit s = split_at(x.shape(), normalize_dim(op, dim, x.dim()));
+  Tensor out = empty(x.shape(), x.dtype(), x.device());
+  ACCEL_DISPATCH_CPU_ONLY(op, x.device(), softmax, out, contiguous(x), s.outer, s.size, s.inner, is_log);
+  return out;
+}
+
+Tensor softmax_backward_impl(const char* op, const Tensor& grad_out, const Tensor& out, int64_t dim, bool is_log) {
+  check_defined(op, grad_out, "grad_out");
+  check_defined(op, out, "out");
+  check_floating(op, out);
+  check_same_dtype(op, grad_out, "grad_out", out, "out");
+  check_same_device(op, grad_out, "grad_out", out, "out");
+  if (grad_out.shape() != out.shape())
+    throw Error(fmt::format("{}: grad_out {} and out {} differ in shape", op, shape_str(grad_out.shape()),
+                            shape_str(out.shape())));
+  const DimSplit s = split_at(out.shape(), normalize_dim(op, dim, out.dim()));
+  Tensor grad_in = empty(out.shape(), out.dtype(), out.device());
+  ACCEL_DISPATCH_CPU_ONLY(op, out.device(), softmax_backward, grad_in, contiguous(grad_out), contiguous(out), s.outer, s.size,
+                 s.inner, is_log);
+  return grad_in;
+}
+
+// weight / bias of layer norm: undefined, or [dim] with x's dtype and device.
+void check_affine(const char* op, const Tensor& p, const char* name, const Tensor& x) {
+  if (!p.defined()) return;
+  if (p.shape() != Shape{x.shape().back()})
+    throw Error(fmt::format("{}: {} has shape {}, expected [{}] (the last dim of x {})", op, name,
+                            shape_str(p.shape()), x.shape().back(), shape_str(x.shape())));
+  check_same_dtype(op, p, name, x, "x");
+  check_same_device(op, p, name, x, "x");
+}
+
+void check_layer_norm_input(const char* op, const Tensor& x) {
+  check_defined(op, x, "x");
+  check_floating(op, x);
+  if (x.dim() == 0) throw Error(fmt::format("{}: x must have at least one dim, got a 0-d tensor", op));
+  if (x.shape().back() == 0)
+    throw Error(fmt::format("{}: the last dim of x {} is empty; there is nothing to normalise", op,
+                            shape_str(x.shape())));
+}
+
+Shape without_last(const Shape& shape) { return Shape(shape.begin(), shape.end() - 1); }
+
+// logits [N, C] with C > 0 and target [N] of an index dtype on the same device.
+void check_cross_entropy_inputs(const char* op, const Tensor& logits, const Tensor& target) {
+  check_defined(op, logits, "logits");
+  check_defined(op, target, "target");
+  check_floating(op, logits);
+  if (logits.dim() != 2)
+    throw Error(fmt::format("{}: logits must be 2-d [N, C], got {}", op, shape_str(logits.shape())));
+  if (logits.shape()[1] == 0)
+    throw Error(fmt::format("{}: logits {} have no classes", op, shape_str(logits.shape())));
+  check_index_dtype(op, target, "target");
+  if (target.shape() != Shape{logits.shape()[0]})
+    throw Error(fmt::format("{}: target has shape {}, expected [{}] (one class per row of logits {})", op,
+                            shape_str(target.shape()), logits.shape()[0], shape_str(logits.shape())));
+  check_same_device(op, target, "target", logits, "logits");
+}
+
+Shape loss_shape(const Tensor& logits, Reduction reduction) {
+  return reduction == Reduction::none ? Shape{logits.shape()[0]} : Shape{};
+}
+
+}  // namespace
+
+Tensor softmax(const Tensor& x, int64_t dim) { return softmax_forward("softmax", x, dim, false); }
+Tensor log_softmax(const Tensor& x, int64_t dim) { return softmax_forward("log_softmax", x, dim, true); }
+Tensor softmax_backward(const Tensor& grad_out, const Tensor& out, int64_t dim) {
+  return softmax_backward_impl("softmax_backward", grad_out, out, dim, false);
+}
+Tensor log_softmax_backward(const Tensor& grad_out, const Tensor& out, int64_t dim) {
+  return softmax_backward_impl("log_softmax_backward", grad_out, out, dim, true);
+}
+
+LayerNormResult layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps) {
+  const char* op = "layer_norm";
+  check_layer_norm_input(op, x);
+  check_affine(op, weight, "weight", x);
+  check_affine(op, bias, "bias", x);
+  if (!(eps >= 0)) throw Error(fmt::format("layer_norm: eps must be >= 0, got {}", eps));
+  const DType sd = stats_dtype(x.dtype());
+  LayerNormResult r{empty(x.shape(), x.dtype(), x.device()), empty(without_last(x.shape()), sd, x.device()),
+                    empty(without_last(x.shape()), sd, x.device())};
+  ACCEL_DISPATCH_CPU_ONLY(op, x.device(), layer_norm, r.out, r.mean, r.rstd, contiguous(x),
+                 weight.defined() ? contiguous(weight) : weight, bias.defined() ? contiguous(bias) : bias, eps);
+  return r;
+}
+
+LayerNormGrads layer_norm_backward(const Tensor& grad_out, const Tensor& x, const Tensor& mean, const Tensor& rstd,
+                                   const Tensor& weight, const Tensor& bias) {
+  const char* op = "layer_norm_backward";
+  check_layer_norm_input(op, x);
+  check_defined(op, grad_out, "grad_out");
+  check_defined(op, mean, "mean");
+  check_defined(op, rstd, "rstd");
+  check_shape(op, grad_out, "grad_out", x.shape(), " (the shape of x)");
+  check_same_dtype(op, grad_out, "grad_out", x, "x");
+  check_same_device(op, grad_out, "grad_out", x, "x");
+  const DType sd = stats_dtype(x.dtype());
+  for (const auto& [t, name] : {std::pair{&mean, "mean"}, std::pair{&rstd, "rstd"}}) {
+    check_shape(op, *t, name, without_last(x.shape()), " (x's shape without its last dim)");
+    if (t->dtype() != sd)
+      throw Error(fmt::format("{}: {} is {}, expected {} for {} x", op, name, dtype_name(t->dtype()), dtype_name(sd),
+                              dtype_name(x.dtype())));
+    check_same_device(op, *t, name, x, "x");
+  }
+  check_affine(op, weight, "weight", x);
+  check_affine(op, bias, "bias", x);
+  const Shape affine{x.shape().back()};
+  LayerNormGrads g{empty(x.shape(), x.dtype(), x.device()),
+                   weight.defined() ? empty(affine, x.dtype(), x.device()) : Tensor(),
+                   bias.defined() ? empty(affine, x.dtype(), x.device()) : Tensor()};
+  ACCEL_DISPATCH_CPU_ONLY(op, x.device(), layer_norm_backward, g.grad_input, g.grad_weight, g.grad_bias, contiguous(grad_out),
+                 contiguous(x), contiguous(mean), contiguous(rstd), weight.defined() ? contiguous(weight) : weight);
+  return g;
+}
+
+Tensor embedding(const Tensor& weight, const Tensor& indices) {
+  const char* op = "embedding";
+  check_defined(op, weight, "weight");
+  check_defined(op, indices, "indices");
+  if (weight.dim() != 2)
+    throw Error(fmt::format("embedding: weight must be 2-d [num, dim], got {}", shape_str(weight.shape())));
+  check_index_dtype(op, indices, "indices");
+  check_same_device(op, indices, "indices", weight, "weight");
+  Shape out_shape = indices.shape();
+  out_shape.push_back(weight.shape()[1]);
+  Tensor out = empty(out_shape, weight.dtype(), weight.device());
+  ACCEL_DISPATCH_CPU_ONLY(op, weight.device(), embedding, out, contiguous(weight), contiguous(indices));
+  return out;
+}
+
+Tensor embedding_backward(const Tensor& grad_out, const Tensor& indices, int64_t num_weights) {
+  const char* op = "embedding_backward";
+  check_defined(op, grad_out, "grad_out");
+  check_defined(op, indices, "indices");
+  check_floating(op, grad_out);
+  check_index_dtype(op, indices, "indices");
+  check_same_device(op, indices, "indices", grad_out, "grad_out");
+  if (num_weights < 0) throw Error(fmt::format("embedding_backward: num_weights must be >= 0, got {}", num_weights));
+  const bool matches = grad_out.dim() == indices.dim() + 1 &&
+                       std::equal(indices.shape().begin(), indices.shape().end(), grad_out.shape().begin());
+  if (!matches)
+    throw Error(fmt::format("embedding_backward: grad_out {} must be the indices' shape {} plus one trailing dim",
+                            shape_str(grad_out.shape()), shape_str(indices.shape())));
+  Tensor grad_weight = empty({num_weights, grad_out.shape().back()}, grad_out.dtype(), grad_out.device());
+  ACCEL_DISPATCH_CPU_ONLY(op, grad_out.device(), embedding_backward, grad_weight, contiguous(grad_out), contiguous(indices));
+  return grad_weight;
+}
+
+Tensor cross_entropy(const Tensor& logits, const Tensor& target, int64_t ignore_index, Reduction reduction) {
+  const char* op = "cross_entropy";
+  check_cross_entropy_inputs(op, logits, target);
+  Tensor loss = empty(loss_shape(logits, reduction), stats_dtype(logits.dtype()), logits.device());
+  ACCEL_DISPATCH_CPU_ONLY(op, logits.device(), cross_entropy, loss, contiguous(logits), contiguous(target), ignore_index,
+                 reduction);
+  return loss;
+}
+
+Tensor cross_entropy_backward(const Tensor& grad_loss, const Tensor& logits, const Tensor& target,
+                              int64_t ignore_index, Reduction reduction) {
+  const char* op = "cross_entropy_backward";
+  check_cross_entropy_inputs(op, logits, target);
+  check_defined(op, grad_loss, "grad_loss");
+  const Shape expected = loss_shape(logits, reduction);
+  if (grad_loss.shape() != expected)
+    throw Error(fmt::format("{}: grad_loss has shape {}, expected {} for reduction {}", op,
+                            shape_str(grad_loss.shape()), shape_str(expected), reduction_name(reduction)));
+  const DType ld = stats_dtype(logits.dtype());
+  if (grad_loss.dtype() != ld)
+    throw Error(fmt::format("{}: grad_loss is {}, expected {} (the loss dtype for {} logits)", op,
+                            dtype_name(grad_loss.dtype()), dtype_name(ld), dtype_name(logits.dtype())));
+  check_same_device(op, grad_loss, "grad_loss", logits, "logits");
+  Tensor grad = empty(logits.shape(), logits.dtype(), logits.device());
+  ACCEL_DISPATCH_CPU_ONLY(op, logits.device(), cross_entropy_backward, grad, contiguous(grad_loss), contiguous(logits),
+                 contiguous(target), ignore_index, reduction);
+  return grad;
+}
+
+DropoutResult dropout(const Tensor& x, double p, Generator& gen) {
+  const char* op = "dropout";
+  check_defined(op, x, "x");
+  check_floating(op, x);
+  if (!(p >= 0.0 && p <= 1.0)) throw Error(fmt::format("dropout: p must be in [0, 1], got {}", p));
+  // Reserved whatever p is, so changing p does not shift the draws of later random ops.
+  const uint64_t seed = gen.seed(), offset = gen.reserve(uniform_blocks(static_cast<uint64_t>(x.numel())));
+  if (p == 0.0) return {x, full(x.shape(), 1.0, DType::boolean, x.device())};
+  DropoutResult r{empty(x.shape(), x.dtype(), x.device()), empty(x.shape(), DType::boolean, x.device())};
+  const double scale = p < 1.0 ? 1.0 / (1.0 - p) : 0.0;  // nothing is kept at p = 1
+  ACCEL_DISPATCH_CPU_ONLY(op, x.device(), dropout, r.out, r.keep_mask, contiguous(x), static_cast<float>(p), scale, seed,
+                 offset);
+  return r;
+}
+
+}  // namespace accel::ops

@@ -1,0 +1,125 @@
+// Fused optimizer entry points: check the hyper-parameters and that the lists line up (length, shape,
+// dtype, device, layout) once, then dispatch the whole list to the CPU loop or the CUDA kernel.
+#include "tensor/ops/optim_ops.h"
+
+#include <fmt/format.h>
+
+#include "tensor/cpu/optim.h"
+#include "tensor/dispatch.h"
+#include "tensor/ops/views.h"
+
+// The CUDA kernels of these ops come with phase 2 of the CUDA backend; until then device tensors get
+// a clear error from ACCEL_DISPATCH_CPU_ONLY.
+
+namespace accel::ops {
+
+namespace {
+
+// Optimizer state is f32, or f64 for f64 params; f16/bf16 params therefore update in f32.
+DType state_dtype(DType param) { return param == DType::f64 ? DType::f64 : DType::f32; }
+
+void check_length(const char* op, size_t params, size_t n, const char* list) {
+  if (n != params) throw Error(fmt::format("{}: {} params but {} {}", op, params, n, list));
+}
+
+void check_non_negative(const char* op, const char* name, double value) {
+  if (!(value >= 0.0)) throw Error(fmt::format("{}: {} must be >= 0, got {}", op, name, value));
+}
+
+void check_beta(const char* op, const char* name, double value) {
+  if (!(value >= 0.0 && value < 1.0)) throw Error(fmt::format("{}: {} must be in [0, 1), got {}", op, name, value));
+}
+
+void check_contiguous(const char* op, const Tensor& t, const char* list, size_t i) {
+  if (!t.is_contiguous())
+    throw Error(fmt::format("{}: {}[{}] is not contiguous (shape {}, strides {}); it is updated in place", op, list,
+                            i, shape_str(t.shape()), shape_str(t.strides())));
+}
+
+void check_params(const char* op, const std::vector<Tensor>& params) {
+  for (size_t i = 0; i < params.size(); ++i) {
+    const Tensor& p = params[i];
+    if (!p.defined()) throw Error(fmt::format("{}: params[{}] is undefined", op, i));
+    if (!is_floating(p.dtype()))
+      throw Error(fmt::format("{}: params[{}] is {}, expected a floating dtype (f64, f32, f16, bf16)", op, i,
+                              dtype_name(p.dtype())));
+    if (p.device() != params[0].device())
+      throw Error(fmt::format("{}: params[{}] is on {} but params[0] is on {}", op, i, p.device().str(),
+                              params[0].device().str()));
+    check_contiguous(op, p, "params", i);
+  }
+}
+
+// A grad or state tensor that goes with params[i]; state tensors are written in place.
+void check_companion(const char* op, const Tensor& t, const char* list, size_t i, const Tensor& param, bool is_state) {
+  if (!t.defined()) throw Error(fmt::format("{}: {}[{}] is undefined", op, list, i));
+  if (t.shape() != param.shape())
+    throw Error(fmt::format("{}: {}[{}] has shape {}, expected {} like params[{}]", op, list, i, shape_str(t.shape()),
+                            shape_str(param.shape()), i));
+  const DType expected = is_state ? state_dtype(param.dtype()) : param.dtype();
+  if (t.dtype() != expected)
+    throw Error(fmt::format("{}: {}[{}] is {}, expected {} for {} params[{}]", op, list, i, dtype_name(t.dtype()),
+                            dtype_name(expected), dtype_name(param.dtype()), i));
+  if (t.device() != param.device())
+    throw Error(fmt::format("{}: {}[{}] is on {} but params[{}] is on {}", op, list, i, t.device().str(), i,
+                            param.device().str()));
+  if (is_state) check_contiguous(op, t, list, i);
+}
+
+// Grads may come in any layout; the fused loops read them as flat arrays.
+std::vector<Tensor> checked_grads(const char* op, const std::vector<Tensor>& params, const std::vector<Tensor>& grads) {
+  check_length(op, params.size(), grads.size(), "grads");
+  std::vector<Tensor> out;
+  out.reserve(grads.size());
+  for (size_t i = 0; i < grads.size(); ++i) {
+    check_companion(op, grads[i], "grads", i, params[i], false);
+    out.push_back(contiguous(grads[i]));
+  }
+  return out;
+}
+
+}  // namespace
+
+void sgd_step_(const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
+               const std::vector<Tensor>& momentum_buffers, const SgdConfig& config, bool first_step) {
+  const char* op = "sgd_step_";
+  check_non_negative(op, "lr", config.lr);
+  check_non_negative(op, "momentum", config.momentum);
+  check_non_negative(op, "weight_decay", config.weight_decay);
+  if (config.nesterov && (config.momentum <= 0.0 || config.dampening != 0.0))
+    throw Error(fmt::format("sgd_step_: nesterov needs momentum > 0 and dampening 0, got momentum {} and dampening {}",
+                            config.momentum, config.dampening));
+  check_params(op, params);
+  const std::vector<Tensor> g = checked_grads(op, params, grads);
+  if (config.momentum != 0.0 || !momentum_buffers.empty()) {
+    check_length(op, params.size(), momentum_buffers.size(), "momentum_buffers");
+    for (size_t i = 0; i < params.size(); ++i)
+      check_companion(op, momentum_buffers[i], "momentum_buffers", i, params[i], true);
+  }
+  if (params.empty()) return;
+  ACCEL_DISPATCH_CPU_ONLY(op, params[0].device(), sgd_step_, params, g, momentum_buffers, config, first_step);
+}
+
+void adamw_step_(const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
+                 const std::vector<Tensor>& exp_avgs, const std::vector<Tensor>& exp_avg_sqs,
+                 const AdamWConfig& config, int64_t step) {
+  const char* op = "adamw_step_";
+  check_non_negative(op, "lr", config.lr);
+  check_beta(op, "beta1", config.beta1);
+  check_beta(op, "beta2", config.beta2);
+  check_non_negative(op, "eps", config.eps);
+  check_non_negative(op, "weight_decay", config.weight_decay);
+  if (step < 1) throw Error(fmt::format("adamw_step_: step counts from 1, got {}", step));
+  check_params(op, params);
+  const std::vector<Tensor> g = checked_grads(op, params, grads);
+  check_length(op, params.size(), exp_avgs.size(), "exp_avgs");
+  check_length(op, params.size(), exp_avg_sqs.size(), "exp_avg_sqs");
+  for (size_t i = 0; i < params.size(); ++i) {
+    check_companion(op, exp_avgs[i], "exp_avgs", i, params[i], true);
+    check_companion(op, exp_avg_sqs[i], "exp_avg_sqs", i, params[i], true);
+  }
+  if (params.empty()) return;
+  ACCEL_DISPATCH_CPU_ONLY(op, params[0].device(), adamw_step_, params, g, exp_avgs, exp_avg_sqs, config, step);
+}
+
+}  // namespace accel::ops

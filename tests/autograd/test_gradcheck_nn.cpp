@@ -1,0 +1,112 @@
+// The differentiable neural-network ops of autograd/functions.h against finite differences in f64.
+#include <doctest/doctest.h>
+
+#include "accel.h"
+#include "autograd/node.h"
+#include "tensor/ops/copy.h"
+
+using namespace accel;
+
+namespace {
+
+Tensor input(const Shape& shape, uint64_t seed, double scale = 1.0) {
+  Generator gen(seed);
+  Tensor t = ops::mul(randn(shape, gen, DType::f64), scale);
+  return t.requires_grad_();
+}
+
+void check(const std::function<Tensor(const std::vector<Tensor>&)>& f, const std::vector<Tensor>& inputs) {
+  const GradcheckResult r = gradcheck(f, inputs);
+  CHECK_MESSAGE(r.ok, r.message);
+}
+
+}  // namespace
+
+TEST_CASE("gradcheck: softmax and log_softmax over each dim, and on a strided input") {
+  Tensor a = input({3, 4, 5}, 1, 2.0);
+  for (int64_t dim : {0, 1, 2, -1}) {
+    INFO("dim ", dim);
+    check([dim](const auto& x) { return softmax(x[0], dim); }, {a});
+    check([dim](const auto& x) { return log_softmax(x[0], dim); }, {a});
+  }
+  check([](const auto& x) { return softmax(transpose(x[0], 0, 2), 1); }, {a});
+  check([](const auto& x) { return log_softmax(transpose(x[0], 1, 2), 2) * 2.0; }, {a});
+}
+
+TEST_CASE("gradcheck: layer_norm w.r.t. x, weight and bias") {
+  Tensor x = input({2, 3, 6}, 2, 1.5), w = input({6}, 3), b = input({6}, 4);
+  check([](const auto& in) { return layer_norm(in[0], in[1], in[2], 1e-5); }, {x, w, b});
+  check([](const auto& in) { return layer_norm(in[0], Tensor(), Tensor(), 1e-5); }, {x});
+  check([](const auto& in) { return layer_norm(in[0], in[1], Tensor(), 1e-3); }, {x, w});
+  check([](const auto& in) { return layer_norm(in[0], Tensor(), in[1], 1e-5); }, {x, b});
+  check([](const auto& in) { return layer_norm(transpose(in[0], 1, 2), in[1], in[2], 1e-5); },
+        {input({2, 5, 3}, 5), input({5}, 6), input({5}, 7)});
+}
+
+TEST_CASE("gradcheck: embedding w.r.t. weight, with repeated indices") {
+  Tensor weight = input({6, 3}, 8);
+  const Tensor idx64 = from_vector<int64_t>({1, 4, 1, 0, 5, 1}, {2, 3});
+  const Tensor idx32 = from_vector<int32_t>({2, 2, 3});
+  check([&](const auto& x) { return embedding(x[0], idx64); }, {weight});
+  check([&](const auto& x) { return embedding(x[0], idx32) * embedding(x[0], idx32); }, {weight});
+}
+
+TEST_CASE("gradcheck: cross_entropy w.r.t. logits, for each reduction and with ignore_index") {
+  Tensor logits = input({5, 4}, 9, 2.0);
+  const Tensor target = from_vector<int64_t>({3, -100, 0, 2, 0});
+  const Tensor target32 = from_vector<int32_t>({1, 1, 3, 0, 2});
+  for (Reduction reduction : {Reduction::none, Reduction::mean, Reduction::sum}) {
+    INFO("reduction ", static_cast<int>(reduction));
+    check([&](const auto& x) { return cross_entropy(x[0], target, -100, reduction); }, {logits});
+    check([&](const auto& x) { return cross_entropy(x[0], target32, 1, reduction); }, {logits});
+    check([&](const auto& x) { return cross_entropy(x[0], target32, -100, reduction); }, {logits});
+  }
+  // Every target ignored: the loss is constantly 0, so the grad is 0.
+  const Tensor none_left = from_vector<int64_t>({7, 7, 7, 7, 7});
+  check([&](const auto& x) { return cross_entropy(x[0], none_left, 7, Reduction::mean); }, {logits});
+  // Composed with another op, so grad_loss is not 1.
+  check([&](const auto& x) { return cross_entropy(x[0] * x[0], target, -100) * 3.0; }, {logits});
+}
+
+TEST_CASE("gradcheck: dropout with a fixed generator state") {
+  Tensor a = input({4, 7}, 10);
+  for (double p : {0.0, 0.3, 0.8, 1.0}) {
+    INFO("p ", p);
+    // A fresh generator per evaluation: every call draws the same mask.
+    check([p](const auto& x) {
+      Generator gen(1234);
+      return dropout(x[0], p, gen);
+    }, {a});
+  }
+  // The grad is the mask times 1 / (1 - p).
+  Generator gen(77);
+  Tensor x = input({50}, 11);
+  const GeneratorState state = gen.state();
+  backward(sum(dropout(x, 0.25, gen)));
+  gen.set_state(state);
+  const ops::DropoutResult r = ops::dropout(x, 0.25, gen);
+  const auto mask = r.keep_mask.to_vector<bool>();
+  const auto grad = x.grad().to_vector<double>();
+  int wrong = 0;
+  for (size_t i = 0; i < mask.size(); ++i) wrong += grad[i] != (mask[i] ? 1.0 / 0.75 : 0.0);
+  CHECK(wrong == 0);
+}
+
+TEST_CASE("nn ops record nodes only when grad is needed, and p = 0 dropout is the identity") {
+  Tensor x = input({2, 3}, 12);
+  CHECK(softmax(x, 1).grad_fn()->name() == "SoftmaxBackward");
+  CHECK(log_softmax(x, 1).grad_fn()->name() == "LogSoftmaxBackward");
+  CHECK(layer_norm(x, Tensor(), Tensor()).grad_fn()->name() == "LayerNormBackward");
+  CHECK(cross_entropy(x, from_vector<int64_t>({0, 2})).grad_fn()->name() == "CrossEntropyBackward");
+  CHECK(embedding(x, from_vector<int64_t>({1})).grad_fn()->name() == "EmbeddingBackward");
+  Generator gen(0);
+  CHECK(dropout(x, 0.0, gen).is_same(x));
+  CHECK(dropout(x, 0.5, gen).grad_fn()->name() == "DropoutBackward");
+  {
+    NoGradGuard no_grad;
+    CHECK_FALSE(softmax(x, 1).requires_grad());
+  }
+  const Tensor plain = ops::clone(x);  // no grad
+  CHECK_FALSE(plain.requires_grad());
+  CHECK_FALSE(cross_entropy(plain, from_vector<int64_t>({0, 2})).requires_grad());
+}
