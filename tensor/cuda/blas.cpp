@@ -9,6 +9,7 @@
 #include "tensor/cuda/allocator.h"
 #include "tensor/cuda/check.h"
 #include "tensor/cuda/device.h"
+#include "tensor/cuda/stream.h"
 #include "tensor/error.h"
 
 namespace accel::cuda {
@@ -19,6 +20,7 @@ constexpr int kMaxDevices = 64;
 
 struct DeviceBlas {
   cublasLtHandle_t handle = nullptr;
+  cublasHandle_t classic = nullptr;
   BlasWorkspace workspace;
 };
 
@@ -41,7 +43,18 @@ DeviceBlas& blas_for(int device) {
       device_free(ptr, Device::cuda(device));
       throw_cublas_error(status, "cublasLtCreate", device);
     }
+    cublasHandle_t classic = nullptr;
+    cublasStatus_t classic_status = cublasCreate(&classic);
+    if (classic_status == CUBLAS_STATUS_SUCCESS) classic_status = cublasSetStream(classic, compute_stream(device));
+    if (classic_status == CUBLAS_STATUS_SUCCESS) classic_status = cublasSetWorkspace(classic, ptr, bytes);
+    if (classic_status != CUBLAS_STATUS_SUCCESS) {
+      if (classic != nullptr) cublasDestroy(classic);
+      cublasLtDestroy(handle);
+      device_free(ptr, Device::cuda(device));
+      throw_cublas_error(classic_status, "cublasCreate", device);
+    }
     b.workspace = {ptr, bytes};
+    b.classic = classic;
     b.handle = handle;
   }
   return b;
@@ -50,6 +63,7 @@ DeviceBlas& blas_for(int device) {
 }  // namespace
 
 cublasLtHandle_t blaslt_handle(int device) { return blas_for(device).handle; }
+cublasHandle_t blas_handle(int device) { return blas_for(device).classic; }
 BlasWorkspace blas_workspace(int device) { return blas_for(device).workspace; }
 
 }  // namespace accel::cuda

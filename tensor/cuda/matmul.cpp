@@ -175,16 +175,6 @@ void gemm(const char* op, const Tensor& out, Tensor a, Tensor b, const Tensor* b
   set_attr(desc.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, alignment(out, 0), "alignment of C");
   set_attr(desc.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, alignment(out, 0), "alignment of D");
 
-  const cublasLtHandle_t handle = blaslt_handle(device);
-  cublasLtMatmulHeuristicResult_t heuristic{};
-  int found = 0;
-  ACCEL_CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(handle, desc.op, desc.a, desc.b, desc.d, desc.d, desc.pref, 1,
-                                                    &heuristic, &found),
-                     "cublasLtMatmulAlgoGetHeuristic({})", describe(out, a, b));
-  if (found == 0)
-    throw Error(fmt::format("{}: cuBLASLt has no algorithm for {} (transpose a: {}, b: {})", op, describe(out, a, b),
-                            pa.transpose, pb.transpose));
-
   const float one_f = 1.0f, zero_f = 0.0f;
   const double one_d = 1.0, zero_d = 0.0;
   const bool f64 = out.dtype() == DType::f64;
@@ -194,21 +184,49 @@ void gemm(const char* op, const Tensor& out, Tensor a, Tensor b, const Tensor* b
   char* base_out = static_cast<char*>(out.data_ptr());
   const char* base_a = static_cast<const char*>(a.data_ptr());
   const char* base_b = static_cast<const char*>(b.data_ptr());
-  for (int64_t i = 0; i < lead_count; ++i) {
-    int64_t off_out = 0, off_a = 0, off_b = 0, rest = i;
-    for (int d = lead - 1; d >= 0; --d) {
-      const int64_t c = rest % layout.shape[d];
-      rest /= layout.shape[d];
-      off_out += c * layout.strides[0][d];
-      off_a += c * layout.strides[1][d];
-      off_b += c * layout.strides[2][d];
+  // Calls run(d, a, b) with the pointers of each coalesced batch run.
+  auto for_each_run = [&](auto&& run) {
+    for (int64_t i = 0; i < lead_count; ++i) {
+      int64_t off_out = 0, off_a = 0, off_b = 0, rest = i;
+      for (int d = lead - 1; d >= 0; --d) {
+        const int64_t c = rest % layout.shape[d];
+        rest /= layout.shape[d];
+        off_out += c * layout.strides[0][d];
+        off_a += c * layout.strides[1][d];
+        off_b += c * layout.strides[2][d];
+      }
+      const auto bytes = static_cast<int64_t>(elsize);
+      run(base_out + off_out * bytes, base_a + off_a * bytes, base_b + off_b * bytes);
     }
-    void* d_ptr = base_out + off_out * static_cast<int64_t>(elsize);
-    ACCEL_CUBLAS_CHECK(cublasLtMatmul(handle, desc.op, alpha, base_b + off_b * static_cast<int64_t>(elsize), desc.a,
-                                      base_a + off_a * static_cast<int64_t>(elsize), desc.b, beta, d_ptr, desc.d,
-                                      d_ptr, desc.d, &heuristic.algo, workspace.ptr, workspace.bytes, stream),
-                       "cublasLtMatmul({})", describe(out, a, b));
+  };
+
+  const cublasLtHandle_t handle = blaslt_handle(device);
+  cublasLtMatmulHeuristicResult_t heuristic{};
+  int found = 0;
+  const cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(handle, desc.op, desc.a, desc.b, desc.d, desc.d,
+                                                               desc.pref, 1, &heuristic, &found);
+  if (status != CUBLAS_STATUS_SUCCESS && status != CUBLAS_STATUS_NOT_SUPPORTED)
+    throw_cublas_error(status, fmt::format("cublasLtMatmulAlgoGetHeuristic({})", describe(out, a, b)), device);
+  if (status == CUBLAS_STATUS_SUCCESS && found > 0) {
+    for_each_run([&](void* d_ptr, const void* a_ptr, const void* b_ptr) {
+      ACCEL_CUBLAS_CHECK(cublasLtMatmul(handle, desc.op, alpha, b_ptr, desc.a, a_ptr, desc.b, beta, d_ptr, desc.d,
+                                        d_ptr, desc.d, &heuristic.algo, workspace.ptr, workspace.bytes, stream),
+                         "cublasLtMatmul({})", describe(out, a, b));
+    });
+    return;
   }
+
+  // cuBLASLt has no algorithm for this layout (odd leading dimensions of 16-bit types, say): the
+  // classic cuBLAS GEMM takes any layout, and the bias goes on in a second pass.
+  const cublasHandle_t classic = blas_handle(device);
+  for_each_run([&](void* d_ptr, const void* a_ptr, const void* b_ptr) {
+    ACCEL_CUBLAS_CHECK(cublasGemmStridedBatchedEx_64(classic, trans_a, trans_b, n, m, k, alpha, b_ptr, types.data, pb.ld,
+                                                     stride_b, a_ptr, types.data, pa.ld, stride_a, beta, d_ptr,
+                                                     types.data, n, stride_out, count, types.compute,
+                                                     CUBLAS_GEMM_DEFAULT),
+                       "cublasGemmStridedBatchedEx({})", describe(out, a, b));
+  });
+  if (bias != nullptr) add_scaled(out, *bias, 1.0);
 }
 
 }  // namespace

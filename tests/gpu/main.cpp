@@ -1,7 +1,7 @@
-// Entry point of the GPU tests. Without a visible CUDA device every test case is filtered out, so
-// doctest reports each one as skipped, and the exit code is 77, which meson shows as SKIP, never
-// as a pass. With ACCEL_TEST_RESULTS set, one JSON line per test case (name, status, time,
-// assertions) is appended to that file for tests/gpu/run.sh.
+// Entry point of the CUDA test executables. Built with ACCEL_TESTS_NEED_GPU (test_gpu), it filters
+// out every test case when no CUDA device is visible, so doctest reports each one as skipped, and
+// exits 77, which meson shows as SKIP, never as a pass. With ACCEL_TEST_RESULTS set, one JSON line
+// per test case (name, status, time, assertions) is appended to that file for tests/gpu/run.sh.
 #define DOCTEST_CONFIG_IMPLEMENT
 #include <doctest/doctest.h>
 
@@ -14,6 +14,7 @@
 namespace {
 
 int skipped_count = 0;
+std::string executable_name = "?";  // argv[0] without its directory
 
 std::string json_escape(const char* s) {
   std::string out;
@@ -48,13 +49,8 @@ struct ResultsListener : doctest::IReporter {
     std::fprintf(file_,
                  "{\"executable\": \"%s\", \"name\": \"%s\", \"status\": \"%s\", \"seconds\": %.3f, \"asserts\": %d, "
                  "\"failed_asserts\": %d}\n",
-                 json_escape(executable()).c_str(), json_escape(tc.m_name).c_str(), status, seconds, asserts, failed);
+                 json_escape(executable_name.c_str()).c_str(), json_escape(tc.m_name).c_str(), status, seconds, asserts, failed);
     std::fflush(file_);
-  }
-
-  static const char* executable() {
-    const char* name = std::getenv("ACCEL_TEST_EXECUTABLE");
-    return name != nullptr ? name : "test_gpu";
   }
 
   void test_case_start(const doctest::TestCaseData& tc) override { current_ = &tc; }
@@ -89,8 +85,16 @@ struct ResultsListener : doctest::IReporter {
 DOCTEST_REGISTER_LISTENER("accel_results", 1, ResultsListener);
 
 int main(int argc, char** argv) {
+  if (argc > 0) {
+    executable_name = argv[0];
+    executable_name = executable_name.substr(executable_name.find_last_of('/') + 1);
+  }
   doctest::Context context(argc, argv);
+#if ACCEL_TESTS_NEED_GPU
   const bool gpu = accel::cuda::is_available();
+#else
+  const bool gpu = true;  // the host-side tests run everywhere
+#endif
   if (!gpu) context.addFilter("test-case-exclude", "*");
   const int rc = context.run();
   if (context.shouldExit() || gpu) return rc;

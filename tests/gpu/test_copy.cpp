@@ -1,8 +1,10 @@
 // GPU copies: host <-> device <-> device in every dtype pair, broadcasting, strided views, transfers
 // larger than one staging chunk, and the values item() and to_vector() read back.
-#include "tests/gpu/gpu_test.h"
+#include <sstream>
+
 #include "tensor/ops/elementwise.h"
 #include "tensor/ops/views.h"
+#include "tests/gpu/gpu_test.h"
 
 using namespace accel;
 using namespace accel::gpu_test;

@@ -1,8 +1,9 @@
 // GPU elementwise ops against the CPU path on the same random inputs: every op and dtype, odd sizes
 // (1, 7, 1000003), and non-contiguous operands (transposes, slices, broadcasts, misaligned views).
-#include "tests/gpu/gpu_test.h"
+#include "tensor/elementwise_math.h"
 #include "tensor/ops/elementwise.h"
 #include "tensor/ops/views.h"
+#include "tests/gpu/gpu_test.h"
 
 using namespace accel;
 using namespace accel::gpu_test;
