@@ -6,6 +6,7 @@
 #include <cublasLt.h>
 #include <fmt/format.h>
 
+#include <atomic>
 #include <climits>
 
 #include "tensor/cpu/loop.h"
@@ -20,6 +21,8 @@
 namespace accel::cuda {
 
 namespace {
+
+std::atomic<int64_t> classic_calls{0};
 
 // Owns the cuBLASLt descriptors of one call.
 struct Descriptors {
@@ -200,38 +203,51 @@ void gemm(const char* op, const Tensor& out, Tensor a, Tensor b, const Tensor* b
     }
   };
 
-  const cublasLtHandle_t handle = blaslt_handle(device);
-  cublasLtMatmulHeuristicResult_t heuristic{};
-  int found = 0;
-  const cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(handle, desc.op, desc.a, desc.b, desc.d, desc.d,
-                                                               desc.pref, 1, &heuristic, &found);
-  if (status != CUBLAS_STATUS_SUCCESS && status != CUBLAS_STATUS_NOT_SUPPORTED)
-    throw_cublas_error(status, fmt::format("cublasLtMatmulAlgoGetHeuristic({})", describe(out, a, b)), device);
-  if (status == CUBLAS_STATUS_SUCCESS && found > 0) {
-    for_each_run([&](void* d_ptr, const void* a_ptr, const void* b_ptr) {
-      ACCEL_CUBLAS_CHECK(cublasLtMatmul(handle, desc.op, alpha, b_ptr, desc.a, a_ptr, desc.b, beta, d_ptr, desc.d,
-                                        d_ptr, desc.d, &heuristic.algo, workspace.ptr, workspace.bytes, stream),
-                         "cublasLtMatmul({})", describe(out, a, b));
-    });
-    return;
-  }
-
-  // cuBLASLt has no algorithm for this layout (odd leading dimensions of 16-bit types, say): the
-  // classic cuBLAS GEMM takes any layout, and the bias goes on in a second pass.
+  // cuBLASLt first. If it has no algorithm for this layout, or turns the first call down, the
+  // classic cuBLAS GEMM takes over: it accepts any layout the plan produces (odd leading
+  // dimensions of 16-bit types, stride-0 batches), and the bias then goes on in a second pass.
   const cublasHandle_t classic = blas_handle(device);
-  for_each_run([&](void* d_ptr, const void* a_ptr, const void* b_ptr) {
+  auto run_classic = [&](void* d_ptr, const void* a_ptr, const void* b_ptr) {
+    classic_calls.fetch_add(1, std::memory_order_relaxed);
     ACCEL_CUBLAS_CHECK(cublasGemmStridedBatchedEx_64(classic, trans_a, trans_b, n, m, k, alpha, b_ptr, types.data, pb.ld,
                                                      stride_b, a_ptr, types.data, pa.ld, stride_a, beta, d_ptr,
                                                      types.data, n, stride_out, count, types.compute,
                                                      CUBLAS_GEMM_DEFAULT),
                        "cublasGemmStridedBatchedEx({})", describe(out, a, b));
+  };
+  auto declined = [](cublasStatus_t s) { return s == CUBLAS_STATUS_NOT_SUPPORTED || s == CUBLAS_STATUS_INVALID_VALUE; };
+
+  const cublasLtHandle_t handle = blaslt_handle(device);
+  cublasLtMatmulHeuristicResult_t heuristic{};
+  int found = 0;
+  const cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(handle, desc.op, desc.a, desc.b, desc.d, desc.d,
+                                                               desc.pref, 1, &heuristic, &found);
+  if (status != CUBLAS_STATUS_SUCCESS && !declined(status))
+    throw_cublas_error(status, fmt::format("cublasLtMatmulAlgoGetHeuristic({})", describe(out, a, b)), device);
+  bool use_lt = status == CUBLAS_STATUS_SUCCESS && found > 0;
+  bool first = true;
+  for_each_run([&](void* d_ptr, const void* a_ptr, const void* b_ptr) {
+    if (use_lt) {
+      const cublasStatus_t s = cublasLtMatmul(handle, desc.op, alpha, b_ptr, desc.a, a_ptr, desc.b, beta, d_ptr,
+                                              desc.d, d_ptr, desc.d, &heuristic.algo, workspace.ptr, workspace.bytes,
+                                              stream);
+      if (s == CUBLAS_STATUS_SUCCESS) {
+        first = false;
+        return;
+      }
+      if (!first || !declined(s)) throw_cublas_error(s, fmt::format("cublasLtMatmul({})", describe(out, a, b)), device);
+      use_lt = false;
+    }
+    run_classic(d_ptr, a_ptr, b_ptr);
   });
-  if (bias != nullptr) add_scaled(out, *bias, 1.0);
+  if (!use_lt && bias != nullptr) add_scaled(out, *bias, 1.0);
 }
 
 }  // namespace
 
 void matmul(const Tensor& out, const Tensor& a, const Tensor& b) { gemm("matmul", out, a, b, nullptr); }
+
+int64_t classic_gemm_calls() { return classic_calls.load(std::memory_order_relaxed); }
 
 void matmul_bias(const Tensor& out, const Tensor& a, const Tensor& b, const Tensor& bias) {
   for (const Tensor* t : {&out, &a, &b, &bias})

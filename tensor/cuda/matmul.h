@@ -14,4 +14,8 @@ void matmul(const Tensor& out, const Tensor& a, const Tensor& b);
 // second pass over out.
 void matmul_bias(const Tensor& out, const Tensor& a, const Tensor& b, const Tensor& bias);
 
+// How many GEMM calls went to classic cuBLAS because cuBLASLt declined the layout (a diagnostic:
+// the GPU tests print it, and the benchmark's products must not need it).
+int64_t classic_gemm_calls();
+
 }  // namespace accel::cuda
