@@ -9,6 +9,12 @@
 #include "autograd/functions.h"
 #include "autograd/grad_mode.h"
 #include "autograd/gradcheck.h"
+#include "collective/communicator.h"
+#include "collective/ring_communicator.h"
+#if ACCEL_WITH_MPI
+#include "collective/mpi_communicator.h"
+#include "collective/mpi_environment.h"
+#endif
 #include "nn/activation.h"
 #include "nn/attention.h"
 #include "nn/dropout.h"
@@ -27,5 +33,8 @@
 #include "optim/lr_schedule.h"
 #include "optim/optimizer.h"
 #include "optim/sgd.h"
+#include "runtime/accelerator.h"
 #include "runtime/data_loader.h"
 #include "runtime/dataset.h"
+#include "runtime/process_state.h"
+#include "runtime/safetensors.h"

@@ -6,6 +6,10 @@
 #include "tensor/dispatch.h"
 #include "tensor/error.h"
 
+#if ACCEL_WITH_CUDA
+#include "tensor/cuda/device.h"
+#endif
+
 namespace accel {
 
 Device Device::parse(const std::string& text) {
@@ -30,6 +34,14 @@ std::string Device::str() const { return is_cpu() ? "cpu" : fmt::format("cuda:{}
 }  // namespace accel
 
 namespace accel {
+
+int cuda_device_count() {
+#if ACCEL_WITH_CUDA
+  return cuda::device_count();
+#else
+  return 0;
+#endif
+}
 
 void throw_no_cuda(const char* op, Device device) {
   throw Error(fmt::format("{}: tensor on {} but accel was built without CUDA", op, device.str()));

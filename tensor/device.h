@@ -23,4 +23,7 @@ struct Device {
   bool operator==(const Device&) const = default;
 };
 
+// GPUs this process can use: 0 without a driver or GPU, and in builds without CUDA.
+int cuda_device_count();
+
 }  // namespace accel

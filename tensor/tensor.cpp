@@ -58,6 +58,7 @@ Device Tensor::device() const {
 
 bool Tensor::is_contiguous() const {
   const Shape& s = shape();
+  if (shape_numel(s) == 0) return true;  // no element to be out of place
   int64_t expected = 1;
   for (size_t i = s.size(); i-- > 0;) {
     if (s[i] == 1) continue;

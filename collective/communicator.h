@@ -1,0 +1,90 @@
+// Communicator: the interface every collective backend implements (mpi and ring here, nccl later),
+// with the shape rules and argument checks that all backends share.
+#pragma once
+
+#include <memory>
+
+#include "collective/reduce_op.h"
+#include "collective/work.h"
+#include "tensor/tensor.h"
+
+namespace accel {
+
+// The largest tag send/recv accept: MPI guarantees at least 0..32767 (MPI_TAG_UB >= 32767).
+inline constexpr int kMaxTag = 32767;
+
+// Every operation has an async form returning a Work handle and a sync form that is async + wait.
+// The backend holds on to the tensors until the operation has finished; the caller must not read or
+// write their memory before wait() returns (or test() is true). Operations may be started from any
+// thread, and every rank must start its collectives in the same order.
+//
+// Shape rules, with n = size() and a "slot" the r-th of n equal parts of a tensor in row-major order:
+//   all_reduce(in, out)       out has in's dtype and shape. all_reduce(t) works in place.
+//   broadcast(t, root)        in place: every rank's t becomes root's t.
+//   all_gather(in, out)       for in of shape [d0, d1, ...], out is [n * d0, d1, ...] (concatenated along
+//                             dim 0) or [n, d0, d1, ...] (stacked); a 0-d in gives out [n]. Slot r of out
+//                             receives rank r's in. In place: in is out's slot for this rank.
+//   reduce_scatter(in, out)   the reverse: in is [n * d0, d1, ...] or [n, d0, d1, ...] for out [d0, d1, ...];
+//                             rank r's out receives the reduction of every rank's slot r. In place: out
+//                             is in's slot for this rank (the other slots are left unspecified).
+//   gather(in, out, root)     as all_gather, but only root's out is written; other ranks may pass Tensor().
+//   send(t, dst, tag) / recv(t, src, tag)   recv's t must match the message's dtype and element count.
+// Tensors must be defined and contiguous; within one call they share one dtype.
+//
+// Every rank checks its own arguments before it communicates, and a bad call throws accel::Error
+// naming the op and the values. That ranks agree with each other (same op order, dtype, counts, root)
+// is the caller's contract, as in MPI; errors while communicating are raised from Work::wait().
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+  Communicator() = default;
+  Communicator(const Communicator&) = delete;
+  Communicator& operator=(const Communicator&) = delete;
+
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  virtual const char* backend() const = 0;  // "mpi", "ring"
+  // A new communicator over the same ranks whose traffic never mixes with this one's. Collective:
+  // every rank calls it in the same order as its other collectives.
+  virtual std::unique_ptr<Communicator> dup() = 0;
+
+  Work all_reduce_async(const Tensor& tensor, ReduceOp op = ReduceOp::sum);
+  Work all_reduce_async(const Tensor& in, const Tensor& out, ReduceOp op = ReduceOp::sum);
+  Work broadcast_async(const Tensor& tensor, int root);
+  Work all_gather_async(const Tensor& in, const Tensor& out);
+  Work reduce_scatter_async(const Tensor& in, const Tensor& out, ReduceOp op = ReduceOp::sum);
+  Work gather_async(const Tensor& in, const Tensor& out, int root);
+  Work barrier_async();
+  Work send_async(const Tensor& tensor, int dst, int tag = 0);
+  Work recv_async(const Tensor& tensor, int src, int tag = 0);
+
+  void all_reduce(const Tensor& tensor, ReduceOp op = ReduceOp::sum) { all_reduce_async(tensor, op).wait(); }
+  void all_reduce(const Tensor& in, const Tensor& out, ReduceOp op = ReduceOp::sum) {
+    all_reduce_async(in, out, op).wait();
+  }
+  void broadcast(const Tensor& tensor, int root) { broadcast_async(tensor, root).wait(); }
+  void all_gather(const Tensor& in, const Tensor& out) { all_gather_async(in, out).wait(); }
+  void reduce_scatter(const Tensor& in, const Tensor& out, ReduceOp op = ReduceOp::sum) {
+    reduce_scatter_async(in, out, op).wait();
+  }
+  void gather(const Tensor& in, const Tensor& out, int root) { gather_async(in, out, root).wait(); }
+  void barrier() { barrier_async().wait(); }
+  void send(const Tensor& tensor, int dst, int tag = 0) { send_async(tensor, dst, tag).wait(); }
+  void recv(const Tensor& tensor, int src, int tag = 0) { recv_async(tensor, src, tag).wait(); }
+
+ protected:
+  // The backend's half, called once the checks above have passed: tensors are defined, contiguous, of
+  // one dtype, with the element counts the shape rules ask for. in_place says that in and out are the
+  // same memory (all_reduce), or that the smaller tensor is this rank's slot of the larger one
+  // (all_gather, reduce_scatter). start_gather gets an undefined out on ranks other than root.
+  virtual Work start_all_reduce(const Tensor& in, const Tensor& out, ReduceOp op, bool in_place) = 0;
+  virtual Work start_broadcast(const Tensor& tensor, int root) = 0;
+  virtual Work start_all_gather(const Tensor& in, const Tensor& out, bool in_place) = 0;
+  virtual Work start_reduce_scatter(const Tensor& in, const Tensor& out, ReduceOp op, bool in_place) = 0;
+  virtual Work start_gather(const Tensor& in, const Tensor& out, int root) = 0;
+  virtual Work start_barrier() = 0;
+  virtual Work start_send(const Tensor& tensor, int dst, int tag) = 0;
+  virtual Work start_recv(const Tensor& tensor, int src, int tag) = 0;
+};
+
+}  // namespace accel

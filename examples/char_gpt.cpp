@@ -1,0 +1,187 @@
+// A character-level GPT trained on accel's own source code (nothing is downloaded): prints the
+// training and held-out loss, the unigram entropy of the text for comparison, and a sample.
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include <accel.h>
+
+using namespace accel;
+
+namespace {
+
+// Every .h and .cpp file under the dirs, in sorted path order so the text is the same everywhere.
+std::string read_sources(const std::vector<std::string>& dirs) {
+  std::vector<std::filesystem::path> files;
+  for (const std::string& dir : dirs) {
+    if (!std::filesystem::is_directory(dir)) throw Error(fmt::format("char_gpt: '{}' is not a directory", dir));
+    for (const auto& entry : std::filesystem::recursive_directory_iterator(dir)) {
+      const auto ext = entry.path().extension();
+      if (entry.is_regular_file() && (ext == ".h" || ext == ".cpp")) files.push_back(entry.path());
+    }
+  }
+  std::sort(files.begin(), files.end());
+  std::string text;
+  for (const auto& f : files) {
+    std::ifstream in(f);
+    std::stringstream s;
+    s << in.rdbuf();
+    text += s.str();
+  }
+  if (text.empty()) throw Error(fmt::format("char_gpt: found no .h or .cpp files under {}", fmt::join(dirs, ", ")));
+  return text;
+}
+
+// Non-overlapping windows of block_size + 1 tokens: input and the next-token target.
+class WindowDataset : public Dataset {
+ public:
+  WindowDataset(Tensor tokens, int64_t block_size) : tokens_(std::move(tokens)), block_(block_size) {}
+  int64_t size() const override { return (tokens_.size(0) - 1) / block_; }
+  std::vector<Tensor> get(int64_t i) const override {
+    return {narrow(tokens_, 0, i * block_, block_), narrow(tokens_, 0, i * block_ + 1, block_)};
+  }
+
+ private:
+  Tensor tokens_;
+  int64_t block_;
+};
+
+double unigram_entropy_nats(const std::string& text) {
+  std::map<char, double> counts;
+  for (char c : text) counts[c] += 1;
+  double h = 0;
+  for (const auto& [c, n] : counts) {
+    const double p = n / static_cast<double>(text.size());
+    h -= p * std::log(p);
+  }
+  return h;
+}
+
+double mean_loss(nn::GPT& model, const Dataset& data, int64_t batch, Device device) {
+  NoGradGuard no_grad;
+  model.eval();
+  double total = 0;
+  int64_t batches = 0;
+  for (int64_t start = 0; start + batch <= data.size(); start += batch) {
+    std::vector<int64_t> idx(static_cast<size_t>(batch));
+    for (int64_t i = 0; i < batch; ++i) idx[i] = start + i;
+    const auto fields = data.get_batch(idx);
+    total += nn::cross_entropy(model.forward(to(fields[0], device)), to(fields[1], device)).item();
+    ++batches;
+  }
+  model.train();
+  return total / static_cast<double>(std::max<int64_t>(batches, 1));
+}
+
+std::string sample(nn::GPT& model, const std::vector<char>& vocab, int64_t length, double temperature,
+                   Generator& gen, Device device) {
+  NoGradGuard no_grad;
+  model.eval();
+  std::vector<int64_t> context = {static_cast<int64_t>(std::find(vocab.begin(), vocab.end(), '\n') - vocab.begin())};
+  std::string out;
+  for (int64_t i = 0; i < length; ++i) {
+    const int64_t t = std::min<int64_t>(static_cast<int64_t>(context.size()), model.config().block_size);
+    const Tensor idx = to(from_vector(std::vector<int64_t>(context.end() - t, context.end()), {1, t}), device);
+    const Tensor logits = select(select(model.forward(idx), 0, 0), 0, t - 1);
+    const std::vector<float> probs = to(softmax(logits / temperature, 0), Device::cpu()).to_vector<float>();
+    const float u = rand({1}, gen).to_vector<float>()[0];
+    float cumulative = 0;
+    int64_t next = static_cast<int64_t>(probs.size()) - 1;
+    for (size_t k = 0; k < probs.size(); ++k) {
+      cumulative += probs[k];
+      if (u < cumulative) {
+        next = static_cast<int64_t>(k);
+        break;
+      }
+    }
+    context.push_back(next);
+    out += vocab[next];
+  }
+  model.train();
+  return out;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"Train a small character-level GPT on accel's own source files and sample from it"};
+  std::vector<std::string> data_dirs;
+  for (const char* layer : {"tensor", "autograd", "nn", "optim"})
+    data_dirs.push_back(std::string(ACCEL_SOURCE_ROOT) + "/" + layer);
+  int64_t steps = 600, batch_size = 16, sample_length = 300;
+  double lr = 3e-3;
+  uint64_t seed = 0;
+  nn::GPTConfig config{.vocab_size = 0, .block_size = 64, .n_layer = 2, .n_head = 4, .n_embd = 64, .dropout = 0.0};
+  app.add_option("--data", data_dirs, "Directories whose .h/.cpp files are the training text")->capture_default_str();
+  app.add_option("--steps", steps, "Optimizer steps")->capture_default_str();
+  app.add_option("--batch-size", batch_size, "Sequences per step (per process)")->capture_default_str();
+  app.add_option("--lr", lr, "Peak AdamW learning rate (cosine schedule with warmup)")->capture_default_str();
+  app.add_option("--seed", seed, "Seed of the weights, the shuffle and the sample")->capture_default_str();
+  app.add_option("--block-size", config.block_size, "Context length")->capture_default_str();
+  app.add_option("--layers", config.n_layer, "Transformer blocks")->capture_default_str();
+  app.add_option("--heads", config.n_head, "Attention heads")->capture_default_str();
+  app.add_option("--embd", config.n_embd, "Embedding width")->capture_default_str();
+  app.add_option("--sample-length", sample_length, "Characters to sample at the end")->capture_default_str();
+  CLI11_PARSE(app, argc, argv);
+
+  try {
+    Accelerator accelerator;
+    const std::string text = read_sources(data_dirs);
+    std::vector<char> vocab(text.begin(), text.end());
+    std::sort(vocab.begin(), vocab.end());
+    vocab.erase(std::unique(vocab.begin(), vocab.end()), vocab.end());
+    std::vector<int64_t> ids(text.size());
+    for (size_t i = 0; i < text.size(); ++i)
+      ids[i] = std::lower_bound(vocab.begin(), vocab.end(), text[i]) - vocab.begin();
+    config.vocab_size = static_cast<int64_t>(vocab.size());
+
+    // The last tenth of the text is held out.
+    const int64_t split = static_cast<int64_t>(ids.size()) * 9 / 10;
+    const Tensor tokens = from_vector(ids);
+    auto train = std::make_shared<WindowDataset>(narrow(tokens, 0, 0, split), config.block_size);
+    const WindowDataset held_out(narrow(tokens, 0, split, tokens.size(0) - split), config.block_size);
+    const double entropy = unigram_entropy_nats(text.substr(0, static_cast<size_t>(split)));
+    accelerator.print(fmt::format("text: {} characters from {}, vocabulary {}, unigram entropy {:.4f} nats/char",
+                                  text.size(), fmt::join(data_dirs, ", "), vocab.size(), entropy));
+
+    Generator gen(seed);
+    auto model = std::make_shared<nn::GPT>(config, gen);
+    auto optimizer = std::make_shared<optim::AdamW>(model->parameters(), optim::AdamWOptions{.lr = lr, .weight_decay = 0.1});
+    optim::LRScheduler schedule = optim::LRScheduler::cosine(*optimizer, steps / 10, steps, lr / 10);
+    DataLoader loader(train, {.batch_size = batch_size, .shuffle = true, .seed = seed, .drop_last = true});
+    auto [net, opt, data] = accelerator.prepare(model, optimizer, loader);
+
+    int64_t step = 0, epoch = 0;
+    double recent = 0;
+    while (step < steps) {
+      data.set_epoch(epoch++);
+      for (const Batch& batch : data) {
+        if (step == steps) break;
+        opt->zero_grad();
+        Tensor loss = nn::cross_entropy(net->forward(batch[0]), batch[1]);
+        accelerator.backward(loss);
+        opt->step();
+        schedule.step();
+        recent = step == 0 ? loss.item() : 0.9 * recent + 0.1 * loss.item();
+        if (step % 50 == 0 || step == steps - 1)
+          accelerator.print(fmt::format("step {:4d}  loss {:.4f}  lr {:.2e}", step, recent, opt->lr()));
+        ++step;
+      }
+    }
+    const double held_out_loss = mean_loss(*net, held_out, batch_size, accelerator.device());
+    accelerator.print(fmt::format("sample:\n{}\n", sample(*net, vocab, sample_length, 0.8, gen, accelerator.device())));
+    accelerator.print(fmt::format("final: train_loss={:.4f} held_out_loss={:.4f} unigram_entropy={:.4f}", recent,
+                                  held_out_loss, entropy));
+  } catch (const Error& e) {
+    std::cerr << e.what() << "\n";
+    return 1;
+  }
+  return 0;
+}
