@@ -1,7 +1,7 @@
 // The elementwise engine under every map-like kernel: out[i] = f(in0[i], in1[i], ...) over the
-// layout in StridedArgs. The dense path moves 16 bytes per operand per access and keeps kUnroll
-// accesses in flight per thread; the strided path decomposes each index over up to kMaxDims dims,
-// in 32-bit arithmetic when the element count allows.
+// layout in StridedArgs. The dense path moves 16 bytes per operand per access and keeps kMapUnroll
+// accesses in flight per thread; the strided path decomposes each index over up to kMaxDims dims in
+// 32-bit arithmetic (tensor/cuda/launch.h keeps each strided launch within 2^31 elements).
 #pragma once
 
 #include <cuda_runtime.h>
