@@ -5,8 +5,11 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include <nlohmann/json.hpp>
+
 #include <algorithm>
 #include <chrono>
+#include <fstream>
 #include <vector>
 
 #include <accel.h>
@@ -30,11 +33,13 @@ int main(int argc, char** argv) {
   int64_t batch = 256;
   int steps = 10, rounds = 5, warmup = 3;
   double bucket_cap_mb = 25;
+  std::string json_path;
   app.add_option("--batch", batch, "Samples per rank per step")->capture_default_str();
   app.add_option("--steps", steps, "Timed steps per mode in each round")->capture_default_str();
   app.add_option("--rounds", rounds, "Rounds; each times both modes, alternating against drift")->capture_default_str();
   app.add_option("--warmup", warmup, "Untimed steps per mode first")->capture_default_str();
   app.add_option("--bucket-cap-mb", bucket_cap_mb, "The reducer's bucket cap")->capture_default_str();
+  app.add_option("--json", json_path, "also write the results to this JSON file (main process)");
   CLI11_PARSE(app, argc, argv);
 
   try {
@@ -123,12 +128,19 @@ int main(int argc, char** argv) {
       accelerator.print(
           fmt::format("{:<22}{:>14.2f}{:>10.2f}{:>10.2f}", names[mode], median[mode], p10[mode], p90[mode]));
     accelerator.print(fmt::format("{:<22}{:>13.1f}%   (gradient sync / no sync - 1)", "sync overhead", overhead));
-    accelerator.print(fmt::format(
-        "{{\"benchmark\": \"ddp_overhead\", \"ranks\": {}, \"backend\": \"{}\", \"batch_per_rank\": {}, "
-        "\"bucket_cap_mb\": {}, \"buckets\": {}, \"no_sync_median_ms\": {:.3f}, \"sync_median_ms\": {:.3f}, "
-        "\"plain_median_ms\": {:.3f}, \"overhead_percent\": {:.2f}}}",
-        ranks, accelerator.backend(), batch, bucket_cap_mb, buckets, median[kNoSync], median[kSync], median[kPlain],
-        overhead));
+    if (!json_path.empty() && accelerator.is_main_process()) {
+      nlohmann::json j = {{"benchmark", "ddp_overhead"},
+                          {"ranks", ranks},
+                          {"backend", accelerator.backend()},
+                          {"batch_per_rank", batch},
+                          {"bucket_cap_mb", bucket_cap_mb},
+                          {"buckets", buckets},
+                          {"timed_steps_per_mode", rounds * steps},
+                          {"overhead_percent", overhead}};
+      for (int mode = 0; mode < kModes; ++mode)
+        j["modes"][names[mode]] = {{"median_ms", median[mode]}, {"p10_ms", p10[mode]}, {"p90_ms", p90[mode]}};
+      std::ofstream(json_path) << j.dump(2) << "\n";
+    }
     if (ranks == 1) accelerator.print("note: one process has nothing to sync; run it on 2 ranks");
   } catch (const Error& e) {
     std::cerr << e.what() << "\n";

@@ -137,6 +137,10 @@ class Accelerator {
   double clip_grad_norm(const std::vector<Tensor>& params, double max_norm, double norm_type = 2.0);
   double clip_grad_norm(const nn::Module& model, double max_norm, double norm_type = 2.0);
 
+  // The collectives below are collective calls (every rank makes them, in the same order). The ranks
+  // first exchange their tensors' dtypes and shapes, so ranks that disagree all throw one message
+  // instead of hanging. With one process each returns its input (a 0-d one as [1] from the gathers).
+  //
   // Every rank's tensor concatenated along dim 0, in rank order (a 0-d tensor counts as one row).
   // Dim 0 may differ between ranks; the other dims and the dtype may not.
   Tensor gather(const Tensor& tensor);
