@@ -93,9 +93,9 @@ void gemm(T* out, const Matrix<T>& a, const Matrix<T>& b, Workspace<C>& ws) {
   });
 }
 
-// Eigen splits one GEMM over threads only once it has about 50k multiply-adds per thread
-// (parallelize_gemm); below that a product runs on one thread.
-constexpr double kEigenThreadedWork = 100000.0;
+// Multiply-adds a thread needs before waking it pays off; Eigen's parallelize_gemm uses the same
+// figure, so a product smaller than two of these runs on one thread inside Eigen.
+constexpr double kMinThreadWork = 50000.0;
 
 // The element offset of batch entry `index` (row-major over batch) in a tensor with those strides.
 int64_t batch_offset(int64_t index, const Shape& batch, const Strides& strides) {
@@ -150,9 +150,12 @@ void matmul(const Tensor& out, const Tensor& a, const Tensor& b) {
   const int threads = omp_in_parallel() ? 1 : omp_get_max_threads();
   const double work = static_cast<double>(rows) * static_cast<double>(n) * static_cast<double>(k);
   // Whole products per thread keep every core busy when there are many of them, or when each is
-  // too small for Eigen to thread; inside the parallel region Eigen runs single-threaded.
-  const bool over_batch = threads > 1 && products > 1 && (products >= 4 * threads || work < kEigenThreadedWork);
-  const int teams = over_batch ? static_cast<int>(std::min<int64_t>(threads, products)) : 1;
+  // too small for Eigen to thread; inside the parallel region Eigen runs single-threaded. Tiny
+  // batches stay on one thread: waking the team would cost more than the products.
+  const int64_t useful = std::min<int64_t>(
+      {threads, products, static_cast<int64_t>(static_cast<double>(products) * work / kMinThreadWork)});
+  const bool over_batch = useful > 1 && (products >= 4 * threads || work < 2 * kMinThreadWork);
+  const int teams = over_batch ? static_cast<int>(useful) : 1;
 
   dispatch_floating(out.dtype(), "matmul", [&]<class T>() {
     using C = compute_t<T>;
