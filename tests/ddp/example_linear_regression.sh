@@ -1,15 +1,17 @@
 #!/bin/sh
-# Runs examples/linear_regression in one process and on 4 ranks under mpirun, and checks that the
+# Runs examples/linear_regression in one process and on 4 ranks under `accel launch -n 4` (which
+# runs mpirun, adding --oversubscribe and --allow-run-as-root where needed), and checks that the
 # 4-rank run prints its lines once, that all ranks end with bitwise-identical weights, and that
 # those are within 1e-5 of the one-process weights.
-# Usage: example_linear_regression.sh MPIRUN EXAMPLE [MPIRUN_ARGS...]
+# Usage: example_linear_regression.sh ACCEL EXAMPLE
 set -eu
-mpirun=$1
+accel=$1
 example=$2
-shift 2
 
 single=$("$example" --print-weights)
-multi=$("$mpirun" -np 4 "$@" "$example" --print-weights)
+echo "\$ $accel launch --dry-run -n 4 $example --print-weights"
+"$accel" launch --dry-run -n 4 "$example" --print-weights
+multi=$("$accel" launch -n 4 "$example" --print-weights)
 printf '%s\n--- 4 ranks ---\n%s\n' "$single" "$multi"
 
 fail() {
