@@ -1,4 +1,4 @@
-// The accel executable: config, launch, env (and the hidden exec-rank that wraps each launched rank).
+// The accel executable: config, launch, env, test (and the hidden exec-rank that wraps each launched rank).
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 #include <unistd.h>
@@ -11,6 +11,7 @@
 #include "runtime/config_file.h"
 #include "runtime/env_report.h"
 #include "runtime/launch.h"
+#include "runtime/self_test.h"
 #include "tensor/error.h"
 
 namespace {
@@ -56,6 +57,11 @@ int run(int argc, char** argv) {
   // accel env
   auto* env = app.add_subcommand("env", "Print what a bug report needs: versions, build options, devices, config");
 
+  // accel test (alone, or under `accel launch -n N accel test`)
+  auto* self_test = app.add_subcommand(
+      "test", "Check the collectives and data-parallel training under the current launch settings; ends with "
+              "one verdict line and exits non-zero on FAIL");
+
   // accel exec-rank -- PROGRAM ARGS is internal: it wraps one launched rank to name it when it
   // fails. Its arguments are the program's, so they bypass the parser.
   if (argc >= 2 && std::string(argv[1]) == "exec-rank") {
@@ -88,6 +94,11 @@ int run(int argc, char** argv) {
   if (*env) {
     std::cout << accel::env_report();
     return 0;
+  }
+  if (*self_test) {
+    const accel::SelfTestResult result = accel::run_self_test(std::cerr);
+    if (result.rank == 0) std::cout << result.verdict() << std::endl;
+    return result.passed() ? 0 : 1;
   }
 
   // launch: config file first, then the flags given on the command line.
