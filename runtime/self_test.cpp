@@ -48,7 +48,6 @@ SelfTestResult run_self_test(std::ostream& log) {
   SelfTestResult result;
   result.ranks = state.world_size;
   result.rank = state.rank;
-  result.backend = "unknown";
   CheckList checks(state.rank, log);
 
   // The Accelerator first: it resolves the launch settings, prints them on the main process and,

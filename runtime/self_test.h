@@ -15,11 +15,13 @@ struct SelfTestResult {
   std::vector<std::string> failed;  // the checks that failed on at least one rank, in run order
   int ranks = 1;
   int rank = 0;                     // this process's rank (the main process prints the verdict)
-  std::string backend;              // the Accelerator's backend under these settings: mpi, ring or none
+  // The Accelerator's backend under these settings: mpi, ring, none (one process), or unknown when
+  // no Accelerator could be built.
+  std::string backend = "unknown";
   std::string not_checked;          // what this build could not check (e.g. the collectives without MPI)
 
   bool passed() const { return failed.empty() && checks > 0; }
-  // "accel test: PASS (712 checks, 4 ranks, backend mpi)" or
+  // "accel test: PASS (866 checks, 4 ranks, backend mpi)" or
   // "accel test: FAIL (2 of 712 checks: mpi all_reduce avg f16 n=5 in place, train: ...)".
   std::string verdict() const;
 };
