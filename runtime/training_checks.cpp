@@ -106,7 +106,7 @@ std::string compare(Accelerator& accelerator, const std::vector<float>& trained,
     if (std::memcmp(p, p + r * n, static_cast<size_t>(n) * sizeof(float)) != 0)
       problems.push_back(fmt::format("rank {}'s weights are not bitwise equal to rank 0's", r));
   std::string text;
-  for (const std::string& p : problems) text += (text.empty() ? "" : "; ") + p;
+  for (const std::string& problem : problems) text += (text.empty() ? "" : "; ") + problem;
   return text;
 }
 
