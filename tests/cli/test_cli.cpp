@@ -115,7 +115,10 @@ TEST_CASE("accel env prints every section of a bug report, with the config file 
                               "Eigen: ", "OpenMP: ", "devices seen: cpu (", "process: rank 0 of 1",
                               "ACCEL_* environment: ", "config file: none (would be /nonexistent/accel-cli-tests.yaml"})
     CHECK_MESSAGE(lines_starting(r.output, section).size() == 1, section);
-  CHECK(contains(r.output, "ACCEL_* environment: ACCEL_BACKEND=ring ACCEL_CONFIG_FILE=/nonexistent/accel-cli-tests.yaml\n"));
+  const std::vector<std::string> settings = lines_starting(r.output, "ACCEL_* environment: ");
+  REQUIRE(settings.size() == 1);
+  CHECK(contains(settings[0] + " ", " ACCEL_BACKEND=ring "));
+  CHECK(contains(settings[0] + " ", " ACCEL_CONFIG_FILE=/nonexistent/accel-cli-tests.yaml "));
 #if ACCEL_WITH_MPI
   CHECK(lines_starting(r.output, "MPI: Open MPI v").size() == 1);
   CHECK(lines_starting(r.output, "mpirun: ").size() == 1);
