@@ -14,7 +14,7 @@ esac
 
 # Debian packages the build and the tests need (README.md says what each is for).
 packages=(g++ meson ninja-build pkg-config libeigen3-dev libfmt-dev nlohmann-json3-dev libcli11-dev
-          libyaml-cpp-dev doctest-dev libopenmpi-dev openmpi-bin)
+          libyaml-cpp-dev doctest-dev libopenmpi-dev openmpi-bin iproute2)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -2,6 +2,7 @@
 // mpirun stays the engine that knows hosts, SLURM and networks; accel only writes its arguments.
 #pragma once
 
+#include <iosfwd>
 #include <string>
 #include <vector>
 
@@ -14,7 +15,24 @@ struct LaunchRequest {
   std::string program;
   std::vector<std::string> program_args;
   std::string self_path;           // this accel executable, which wraps each rank to report its exit
+  // Extra mpirun options (--mpirun_args or $ACCEL_MPIRUN_ARGS), placed before the program, e.g.
+  // "--mca btl tcp,self --mca btl_tcp_if_include 10.0.0.0/24".
+  std::vector<std::string> mpirun_args;
+  // With the machine flags: the hostfile machine 0 wrote from the rendezvous.
+  std::string machines_hostfile;
+  double rendezvous_timeout_s = 300;
 };
+
+// How the launch finds its machines.
+enum class MachineSource {
+  local,       // one machine
+  hostfile,    // --hostfile FILE: mpirun reaches the hosts itself (ssh)
+  slurm,       // inside a SLURM allocation: mpirun asks SLURM
+  rendezvous,  // --num_machines M --machine_rank R --main_process_ip IP: `accel launch` runs on every machine
+};
+// Which one the settings ask for; contradicting settings (a hostfile and the machine flags, machine
+// flags without --main_process_ip, ...) throw accel::Error naming the values.
+MachineSource machine_source(const ConfigFile& config);
 
 struct HostFacts {
   int cores = 1;
@@ -25,10 +43,19 @@ struct HostFacts {
 // --allow-run-as-root when root, the hostfile, the ACCEL_* settings exported with -x, and each
 // rank wrapped as `accel exec-rank -- PROGRAM ARGS`.
 std::vector<std::string> mpirun_command(const LaunchRequest& request, const HostFacts& host);
+// Splits an option string the way a POSIX shell splits words: blanks separate, '...' and "..." quote,
+// a backslash escapes the next character. An unterminated quote throws accel::Error.
+std::vector<std::string> split_arguments(const std::string& text, const std::string& what);
 // The ACCEL_* variables that carry the settings to every rank.
 std::vector<std::pair<std::string, std::string>> settings_environment(const ConfigFile& config);
 // A shell-quoted line of argv, for --dry-run.
 std::string shell_join(const std::vector<std::string>& argv);
+
+// The whole of `accel launch` once the request is built. With the machine flags, machine 0 gathers
+// the others, writes their hostfile and runs mpirun; every other machine waits for the job's status.
+// --dry-run prints the mpirun line to out instead (machine 0 after the rendezvous, keeping its
+// hostfile). Progress and failures go to log. Returns the job's exit status.
+int launch(const LaunchRequest& request, const HostFacts& host, bool dry_run, std::ostream& out, std::ostream& log);
 
 // Runs argv and returns its exit status (128 + signal when killed).
 int run_command(const std::vector<std::string>& argv);

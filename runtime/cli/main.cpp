@@ -45,6 +45,15 @@ int run(int argc, char** argv) {
   launch->add_option("--main_process_ip", main_ip, "Address of machine 0");
   launch->add_option("--main_process_port", port, "Port on machine 0")->check(CLI::Range(1, 65535));
   launch->add_option("--hostfile", hostfile, "Open MPI hostfile");
+  std::string mpirun_args;
+  double rendezvous_timeout = 300;
+  launch->add_option("--mpirun_args,--mpirun-args", mpirun_args,
+                     "Extra mpirun options, one string split like a shell line (e.g. \"--mca btl tcp,self\")")
+      ->envname("ACCEL_MPIRUN_ARGS");
+  launch->add_option("--rendezvous_timeout", rendezvous_timeout,
+                     "Seconds machine 0 waits for the other machines, and they for it (machine flags)")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   launch->add_option("--mixed_precision", precision, "no, fp16 or bf16")->check(CLI::IsMember({"no", "fp16", "bf16"}));
   launch->add_flag("--cpu", cpu, "Train on the CPU even when GPUs are present");
   launch->add_option("--gradient_accumulation_steps", accumulation, "Micro-batches per optimizer step")
@@ -125,14 +134,9 @@ int run(int argc, char** argv) {
   request.program_args.assign(command.begin() + 1, command.end());
   request.self_path = self_path(argv[0]);
   const accel::HostFacts host{static_cast<int>(std::max(1u, std::thread::hardware_concurrency())), geteuid() == 0};
-  const std::vector<std::string> mpirun = accel::mpirun_command(request, host);
-  if (dry_run) {
-    std::cout << accel::shell_join(mpirun) << "\n";
-    return 0;
-  }
-  const int status = accel::run_command(mpirun);
-  if (status != 0) std::cerr << fmt::format("accel launch: the job failed (mpirun exited with status {})\n", status);
-  return status;
+  request.mpirun_args = accel::split_arguments(mpirun_args, "--mpirun_args");
+  request.rendezvous_timeout_s = rendezvous_timeout;
+  return accel::launch(request, host, dry_run, std::cout, std::cerr);
 }
 
 }  // namespace
