@@ -302,3 +302,44 @@ TEST_CASE("contradictory precision settings fail with a message naming them") {
   CHECK(error_of([&] { Accelerator a(o); }) ==
         "Accelerator: mixed_precision 'fp8' from code is not valid; expected no, fp16 or bf16");
 }
+
+TEST_CASE("fp16 with gradient accumulation: the scaler acts once per window, and clip waits for the last micro-step") {
+  AcceleratorOptions o = fp16_options();
+  o.gradient_accumulation_steps = 2;
+  Accelerator accelerator(o);
+  Setup s = setup(accelerator, "sgd");
+  const std::vector<double> start = weights_of(*s.model);
+  {
+    auto scope = accelerator.accumulate();
+    s.optimizer->zero_grad();
+    forward_backward(accelerator, *s.model, s.x, s.y);
+    CHECK_FALSE(accelerator.sync_gradients());
+    CHECK(error_of([&] { accelerator.clip_grad_norm(*s.model, 1.0); }) ==
+          "Accelerator::clip_grad_norm: with mixed_precision=fp16, clip on the micro-step that updates "
+          "(sync_gradients() true): before it the accumulated grads are still multiplied by the loss scale");
+    s.optimizer->step();  // not the end of the window: no update, no scaler step
+    CHECK(accelerator.loss_scaler()->clean_steps() == 0);
+    CHECK(weights_of(*s.model) == start);
+  }
+  {
+    auto scope = accelerator.accumulate();
+    s.optimizer->zero_grad();
+    forward_backward(accelerator, *s.model, s.x, s.y);
+    CHECK(accelerator.sync_gradients());
+    CHECK(std::isfinite(accelerator.clip_grad_norm(*s.model, 1.0)));
+    s.optimizer->step();
+  }
+  CHECK_FALSE(accelerator.optimizer_step_was_skipped());
+  CHECK(accelerator.loss_scaler()->clean_steps() == 1);
+  CHECK(weights_of(*s.model) != start);
+  CHECK(all_finite(weights_of(*s.model)));
+}
+
+TEST_CASE("fp16 takes one prepared optimizer: a second is rejected") {
+  Accelerator accelerator(fp16_options());
+  Setup s = setup(accelerator, "sgd");
+  auto second = make_optimizer("sgd", s.model->parameters());
+  CHECK(error_of([&] { accelerator.prepare(second); }) ==
+        "Accelerator::prepare: with mixed_precision=fp16 one optimizer can be prepared (the loss scaler unscales, "
+        "checks and updates once per step); this is a second one");
+}
