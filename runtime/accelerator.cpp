@@ -8,6 +8,7 @@
 #include <cmath>
 #include <filesystem>
 #include <limits>
+#include <set>
 
 #include "accel_config.h"
 #include "autograd/engine.h"
@@ -31,6 +32,15 @@
 extern char** environ;
 
 namespace accel {
+
+struct Accelerator::MixedPrecisionState {
+  std::shared_ptr<Communicator> comm;                    // null with one process
+  std::unique_ptr<WeightCopies> copies;                  // with fp16/bf16
+  std::vector<std::weak_ptr<optim::Optimizer>> optimizers;  // the prepared ones
+  bool unscaled = false;   // this step's grads were unscaled already (by clip_grad_norm)
+  bool found_inf = false;  // ... and some rank's held inf/NaN
+  bool last_step_skipped = false;
+};
 
 namespace {
 
@@ -103,9 +113,9 @@ MpiEnvironment& program_mpi() {
 
 std::string EffectiveSettings::describe() const {
   return fmt::format(
-      "mixed_precision={} ({}), cpu={} ({}), gradient_accumulation_steps={} ({}), backend={} ({}), "
+      "mixed_precision={} ({}), grad_comm_dtype={} ({}), cpu={} ({}), gradient_accumulation_steps={} ({}), backend={} ({}), "
       "bucket_cap_mb={} ({}){}",
-      mixed_precision.value, mixed_precision.source, cpu.value, cpu.source, gradient_accumulation_steps.value,
+      mixed_precision.value, mixed_precision.source, grad_comm_dtype.value, grad_comm_dtype.source, cpu.value, cpu.source, gradient_accumulation_steps.value,
       gradient_accumulation_steps.source, backend.value, backend.source, bucket_cap_mb.value, bucket_cap_mb.source,
       config_path.empty() ? "" : fmt::format(", config file {}", config_path));
 }
@@ -130,6 +140,10 @@ EffectiveSettings resolve_settings(const AcceleratorOptions& o, const Env& env) 
       "mixed_precision", "ACCEL_MIXED_PRECISION", o.mixed_precision, env,
       from_file([](const ConfigFile& c) { return c.mixed_precision; }), "no",
       [](const std::string& v) { return v == "no" || v == "fp16" || v == "bf16"; }, "no, fp16 or bf16");
+  s.grad_comm_dtype = pick(
+      "grad_comm_dtype", "ACCEL_GRAD_COMM_DTYPE", o.grad_comm_dtype, env, std::nullopt, "f32",
+      [](const std::string& v) { return v == "f32" || v == "compute" || v == "f16" || v == "bf16"; },
+      "f32, compute, f16 or bf16");
   s.cpu = pick(
       "cpu", "ACCEL_USE_CPU", o.cpu ? std::optional<std::string>(*o.cpu ? "true" : "false") : std::nullopt, env,
       from_file([](const ConfigFile& c) { return std::string(c.use_cpu ? "true" : "false"); }), "false",
@@ -162,9 +176,20 @@ Accelerator::Accelerator(AcceleratorOptions options) {
   const double cap_mb = std::stod(settings_.bucket_cap_mb.value);
   reducer_options_.bucket_cap_bytes = std::max<int64_t>(1, static_cast<int64_t>(cap_mb * 1024 * 1024));
   reducer_options_.first_bucket_cap_bytes = std::min<int64_t>(int64_t{1} << 20, reducer_options_.bucket_cap_bytes);
-  if (settings_.mixed_precision.value != "no")
-    throw Error(fmt::format("Accelerator: mixed_precision={} (from {}) is not available in this build; use no",
-                            settings_.mixed_precision.value, settings_.mixed_precision.source));
+  const Setting& mp = settings_.mixed_precision;
+  try {
+    policy_ = PrecisionPolicy::from_settings(mp.value, settings_.grad_comm_dtype.value);
+  } catch (const Error& e) {
+    throw Error(fmt::format("Accelerator: mixed_precision={} (from {}) and grad_comm_dtype={} (from {}) conflict: {}",
+                            mp.value, mp.source, settings_.grad_comm_dtype.value, settings_.grad_comm_dtype.source,
+                            e.what()));
+  }
+  if (options.loss_scaler && mp.value != "fp16")
+    throw Error(fmt::format("Accelerator: loss_scaler options (from code) conflict with mixed_precision={} (from {}): "
+                            "only fp16 uses a loss scaler; drop the loss_scaler options or use fp16",
+                            mp.value, mp.source));
+  if (mp.value == "fp16") scaler_ = std::make_unique<LossScaler>(options.loss_scaler.value_or(LossScalerOptions{}));
+  reducer_options_.comm_dtype = policy_.grad_comm;
   const std::string& backend = settings_.backend.value;
   if (backend == "nccl" && !ACCEL_WITH_NCCL)
     throw Error(fmt::format("Accelerator: backend nccl (from {}) is not available: this build has no NCCL; use "
@@ -198,13 +223,59 @@ Accelerator::Accelerator(AcceleratorOptions options) {
                             state_.rank, state_.world_size, state_.launcher));
 #endif
   }
-  if (options.print_settings && is_main_process())
+  amp_ = std::make_shared<MixedPrecisionState>();
+  amp_->comm = comm_;
+  if (policy_.is_mixed()) amp_->copies = std::make_unique<WeightCopies>(policy_.compute);
+  if (options.print_settings && is_main_process()) {
     std::cout << fmt::format("accel: {} process(es), device {}, {}", state_.world_size, device_.str(),
                              settings_.describe())
               << std::endl;
+    std::string scaler = "no loss scaler";
+    if (scaler_) {
+      const LossScalerOptions& o = scaler_->options();
+      scaler = fmt::format("dynamic loss scale {} (x{} after {} clean steps, x{} on overflow)", o.init_scale,
+                           o.growth_factor, o.growth_interval, o.backoff_factor);
+    }
+    std::cout << fmt::format("accel: precision policy: {}, {}", policy_.describe(), scaler) << std::endl;
+  }
 }
 
 Accelerator::~Accelerator() = default;
+
+AutocastGuard Accelerator::autocast() const { return AutocastGuard(policy_, amp_->copies.get()); }
+
+bool Accelerator::optimizer_step_was_skipped() const { return amp_->last_step_skipped; }
+
+void Accelerator::weights_changed() {
+  if (amp_->copies) amp_->copies->mark_stale();
+}
+
+void Accelerator::unscale_grads(const std::vector<Tensor>& extra) {
+  MixedPrecisionState& amp = *amp_;
+  if (!scaler_ || amp.unscaled) return;
+  std::vector<Tensor> grads;
+  std::set<const TensorImpl*> seen;
+  auto take = [&](const Tensor& p) {
+    if (!p.defined() || !p.grad().defined()) return;
+    const Tensor g = p.grad();
+    if (seen.insert(g.impl()).second) grads.push_back(g);
+  };
+  for (const auto& weak : amp.optimizers)
+    if (auto opt = weak.lock())
+      for (const Tensor& p : opt->params()) take(p);
+  for (const Tensor& p : extra) take(p);
+  NoGradGuard no_grad;
+  bool found_inf = scaler_->unscale(grads);
+  if (comm_) {
+    // One all-reduce of a flag: if any rank overflowed, every rank skips this step.
+    Tensor flag = scalar_tensor(found_inf ? 1.0 : 0.0, DType::f32);
+    flag = ops::reshape(flag, {1});
+    comm_->all_reduce(flag, ReduceOp::max);
+    found_inf = flag.item() != 0.0;
+  }
+  amp.found_inf = found_inf;
+  amp.unscaled = true;
+}
 
 Accelerator::Scope::~Scope() {
   if (!on_exit_) return;
@@ -218,6 +289,10 @@ Accelerator::Scope::~Scope() {
 
 void Accelerator::prepare_model(nn::Module& model) {
   model.to(device_);
+  if (amp_->copies) {
+    for (const Tensor& p : model.parameters()) amp_->copies->add(p);
+    amp_->copies->mark_stale();
+  }
   if (!comm_) return;
   for (const auto& [m, r] : reducers_)
     if (m == &model) throw Error("Accelerator::prepare: this model was prepared already");
@@ -246,7 +321,14 @@ const Reducer* Accelerator::reducer(const nn::Module& model) const {
   return nullptr;
 }
 
-void Accelerator::prepare_optimizer(optim::Optimizer& optimizer) {
+void Accelerator::prepare_optimizer(const std::shared_ptr<optim::Optimizer>& prepared) {
+  optim::Optimizer& optimizer = *prepared;
+  if (scaler_)
+    for (const auto& weak : amp_->optimizers)
+      if (!weak.expired())
+        throw Error("Accelerator::prepare: with mixed_precision=fp16 one optimizer can be prepared (the loss scaler "
+                    "unscales, checks and updates once per step); this is a second one");
+  amp_->optimizers.push_back(prepared);
   for (const Tensor& p : optimizer.params())
     if (p.device() != device_)
       throw Error(fmt::format("Accelerator::prepare: an optimizer parameter is on {} but the device is {}; prepare "
@@ -254,12 +336,30 @@ void Accelerator::prepare_optimizer(optim::Optimizer& optimizer) {
                               p.device().str(), device_.str()));
   // The gates hold the state weakly: an optimizer that outlives the Accelerator works ungated.
   std::weak_ptr<GradientState> state = gradient_state_;
+  std::weak_ptr<MixedPrecisionState> amp_state = amp_;
   optimizer.set_gates(
-      [state] {
+      [this, state, amp_state] {
         auto s = state.lock();
         if (!s) return true;
         if (!s->sync_gradients) return false;
         s->grads_pending = false;  // the window's grads are used up by this step
+        auto amp = amp_state.lock();
+        if (!amp) return true;
+        // The Accelerator is alive while amp_state is: it owns the only strong reference.
+        amp->last_step_skipped = false;
+        if (scaler_) {
+          unscale_grads({});
+          const bool found_inf = amp->found_inf;
+          amp->unscaled = false;
+          amp->found_inf = false;
+          scaler_->update(found_inf);
+          if (found_inf) {
+            amp->last_step_skipped = true;
+            return false;  // every rank skips: they agreed on found_inf
+          }
+        }
+        // The masters are about to change: round the low-precision copies again on their next use.
+        if (amp->copies) amp->copies->mark_stale();
         return true;
       },
       [state] {
@@ -284,7 +384,10 @@ void Accelerator::backward(const Tensor& loss) {
     throw Error(fmt::format("Accelerator::backward: expected a one-element loss, got {}", loss.str()));
   const bool accumulating = in_accumulate_ && no_sync_depth_ == 0;
   const bool sync = no_sync_depth_ == 0 && (!in_accumulate_ || gradient_state_->sync_gradients);
-  const Tensor scaled = accumulating && window_ > 1 ? loss / static_cast<double>(window_) : loss;
+  Tensor scaled = accumulating && window_ > 1 ? loss / static_cast<double>(window_) : loss;
+  // fp16: scale the loss (in f32, so the scale itself cannot overflow) so that small grads survive
+  // in f16; the step unscales them.
+  if (scaler_) scaled = to(scaled, DType::f32) * scaler_->scale();
   for (auto& [m, r] : reducers_) r->prepare_for_backward(sync);
   try {
     accel::backward(scaled);
@@ -330,6 +433,10 @@ double Accelerator::clip_grad_norm(const std::vector<Tensor>& params, double max
   const bool inf = std::isinf(norm_type) && norm_type > 0;
   if (!inf && !(norm_type > 0 && std::isfinite(norm_type)))
     throw Error(fmt::format("Accelerator::clip_grad_norm: norm_type must be > 0 or inf, got {}", norm_type));
+  if (scaler_ && !gradient_state_->sync_gradients)
+    throw Error("Accelerator::clip_grad_norm: with mixed_precision=fp16, clip on the micro-step that updates "
+                "(sync_gradients() true): before it the accumulated grads are still multiplied by the loss scale");
+  unscale_grads(params);
   NoGradGuard no_grad;
   std::vector<Tensor> grads;
   for (const Tensor& p : params)

@@ -15,11 +15,14 @@
 #include <utility>
 #include <vector>
 
+#include "autograd/autocast.h"
+#include "autograd/precision_policy.h"
 #include "collective/communicator.h"
 #include "nn/module.h"
 #include "optim/optimizer.h"
 #include "runtime/data_loader.h"
 #include "runtime/gradient_state.h"
+#include "runtime/loss_scaler.h"
 #include "runtime/process_state.h"
 #include "runtime/reducer.h"
 #include "tensor/tensor.h"
@@ -30,6 +33,12 @@ namespace accel {
 // `accel launch`), then to the config file, then to the default.
 struct AcceleratorOptions {
   std::optional<std::string> mixed_precision;      // "no", "fp16" or "bf16"   (ACCEL_MIXED_PRECISION)
+  // The dtype gradients are all-reduced in: "f32" (default), "compute" (the mixed_precision dtype), or
+  // "f16"/"bf16", which must then be the compute dtype (ACCEL_GRAD_COMM_DTYPE).
+  std::optional<std::string> grad_comm_dtype;
+  // The dynamic loss scaler's settings; fp16 only (bf16 needs no scaling, and giving these with bf16
+  // or no is rejected). Unset with fp16: the defaults (2^16, x2 after 2000 clean steps, x0.5).
+  std::optional<LossScalerOptions> loss_scaler;
   std::optional<bool> cpu;                         // train on the CPU even with GPUs   (ACCEL_USE_CPU)
   std::optional<int> gradient_accumulation_steps;  // (ACCEL_GRADIENT_ACCUMULATION_STEPS)
   std::optional<std::string> config_file;          // (ACCEL_CONFIG_FILE, else the default path)
@@ -54,7 +63,7 @@ struct Setting {
 };
 
 struct EffectiveSettings {
-  Setting mixed_precision, cpu, gradient_accumulation_steps, backend, bucket_cap_mb;
+  Setting mixed_precision, grad_comm_dtype, cpu, gradient_accumulation_steps, backend, bucket_cap_mb;
   std::string config_path;  // empty when no config file was read
   std::string describe() const;  // one line for the start-up print
 };
@@ -95,6 +104,23 @@ class Accelerator {
     return std::tuple{prepare_one(std::forward<Objects>(objects))...};
   }
 
+  // The precision policy built from mixed_precision and grad_comm_dtype (printed once at start).
+  const PrecisionPolicy& precision_policy() const { return policy_; }
+  // The autocast scope for the forward pass and the loss: matmuls and linear layers run in the compute
+  // dtype (prepared models' weights through their low-precision copies), softmax, norms and losses in
+  // f32. Does nothing when mixed_precision is no. Keep it in a named variable:
+  //   { auto autocast = accelerator.autocast(); loss = loss_of(model->forward(x), y); }
+  //   accelerator.backward(loss);
+  AutocastGuard autocast() const;
+  // The fp16 loss scaler; null with bf16 or no.
+  LossScaler* loss_scaler() { return scaler_.get(); }
+  const LossScaler* loss_scaler() const { return scaler_.get(); }
+  // Whether the last step() of a prepared optimizer was skipped because some rank's grads overflowed.
+  bool optimizer_step_was_skipped() const;
+  // Tells the Accelerator that prepared models' weights changed outside a prepared optimizer's step
+  // (a load_state_dict, a manual edit), so the low-precision copies are rounded again on next use.
+  void weights_changed();
+
   // Use instead of loss.backward(): runs backward, with the gradients of prepared models averaged
   // across processes (unless inside no_sync() or on an accumulate() micro-step that does not sync);
   // inside accumulate() the loss is divided by the accumulation window's size.
@@ -132,7 +158,8 @@ class Accelerator {
   Scope no_sync();
 
   // Scales the grads of params so their total norm_type-norm is at most max_norm and returns the norm
-  // before clipping. After a synchronised backward every rank holds the same averaged grads, so the
+  // before clipping. With fp16, the grads are unscaled first (once: the step then does not unscale
+  // them again), and an overflow on any rank makes the norm inf or NaN and the next step skip. After a synchronised backward every rank holds the same averaged grads, so the
   // local norm is already the global one and no extra all-reduce is needed. norm_type may be inf.
   double clip_grad_norm(const std::vector<Tensor>& params, double max_norm, double norm_type = 2.0);
   double clip_grad_norm(const nn::Module& model, double max_norm, double norm_type = 2.0);
@@ -197,7 +224,7 @@ class Accelerator {
       return object;
     } else if constexpr (IsSharedPtr<D>::value &&
                          std::is_base_of_v<optim::Optimizer, typename IsSharedPtr<D>::element>) {
-      prepare_optimizer(*object);
+      prepare_optimizer(object);
       return object;
     } else {
       static_assert(sizeof(D) == 0,
@@ -206,7 +233,7 @@ class Accelerator {
   }
 
   void prepare_model(nn::Module& model);
-  void prepare_optimizer(optim::Optimizer& optimizer);
+  void prepare_optimizer(const std::shared_ptr<optim::Optimizer>& optimizer);
   DataLoader prepare_data_loader(const DataLoader& loader);
 
   // Each rank's dtype, shape and two extra numbers, exchanged so that every rank can check that the
@@ -222,8 +249,17 @@ class Accelerator {
   // gather, dropping the last `padding` rows of each rank's part (every rank passes its own).
   Tensor gather_rows(const char* op, const Tensor& tensor, int64_t padding);
 
+  // Unscales the grads of every prepared optimizer (and extra) for this step if not done yet, and
+  // agrees with the other ranks on whether any overflowed. Collective under fp16.
+  void unscale_grads(const std::vector<Tensor>& extra);
+
   ProcessState state_;
   EffectiveSettings settings_;
+  PrecisionPolicy policy_;
+  std::unique_ptr<LossScaler> scaler_;  // fp16 only
+  // Per step: shared with the optimizers' gates, which hold it weakly.
+  struct MixedPrecisionState;
+  std::shared_ptr<MixedPrecisionState> amp_;
   Device device_ = Device::cpu();
   int accumulation_steps_ = 1;
   std::string backend_ = "none";

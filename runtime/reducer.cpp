@@ -24,8 +24,10 @@ std::shared_ptr<Reducer> Reducer::attach(const nn::StateDict& named_parameters, 
 
 Reducer::Reducer(const nn::StateDict& named_parameters, std::shared_ptr<Communicator> comm,
                  const ReducerOptions& options)
-    : comm_(std::move(comm)) {
+    : comm_(std::move(comm)), comm_dtype_(options.comm_dtype) {
   if (!comm_) throw Error("Reducer: got a null communicator");
+  if (!is_floating(comm_dtype_))
+    throw Error(fmt::format("Reducer: comm_dtype must be floating, got {}", dtype_name(comm_dtype_)));
   if (options.bucket_cap_bytes <= 0 || options.first_bucket_cap_bytes <= 0)
     throw Error(fmt::format("Reducer: bucket caps must be positive, got {} bytes and first {} bytes",
                             options.bucket_cap_bytes, options.first_bucket_cap_bytes));
@@ -119,6 +121,7 @@ void Reducer::prepare_for_backward(bool sync) {
     // The last launch of this buffer must be over before anything writes into it again.
     if (s.work.valid()) s.work.wait();
     s.work = Work();
+    s.wire = Tensor();
     s.pending = static_cast<int64_t>(buckets_[bi].params.size());
   }
   // A parameter without a grad gets its zeroed bucket slot as its grad, so the engine accumulates
@@ -161,7 +164,13 @@ void Reducer::launch_ready() {
   // whatever order this rank's backward happened to finish them in.
   while (next_launch_ < buckets_.size() && state_[next_launch_].pending == 0) {
     BucketState& s = state_[next_launch_];
-    s.work = comm_->all_reduce_async(s.buffer, ReduceOp::avg);
+    if (s.buffer.dtype() == DType::f32 && comm_dtype_ != DType::f32) {
+      NoGradGuard no_grad;
+      s.wire = ops::to_dtype(s.buffer, comm_dtype_);
+      s.work = comm_->all_reduce_async(s.wire, ReduceOp::avg);
+    } else {
+      s.work = comm_->all_reduce_async(s.buffer, ReduceOp::avg);
+    }
     events_.push_back({ReducerEvent::Kind::bucket_launched, static_cast<int64_t>(next_launch_)});
     ++next_launch_;
   }
@@ -201,6 +210,10 @@ void Reducer::finalize() {
     BucketState& s = state_[bi];
     s.work.wait();
     s.work = Work();
+    if (s.wire.defined()) {
+      ops::copy_(s.buffer, s.wire);  // widened back into the buffer the grads are views of
+      s.wire = Tensor();
+    }
     events_.push_back({ReducerEvent::Kind::bucket_finished, static_cast<int64_t>(bi)});
     const Bucket& b = buckets_[bi];
     const int64_t grads = s.buffer.numel() - static_cast<int64_t>(b.params.size());

@@ -20,6 +20,9 @@ struct ReducerOptions {
   int64_t bucket_cap_bytes = int64_t{25} << 20;
   // The first bucket of each dtype is small, so the first all-reduce starts early in backward.
   int64_t first_bucket_cap_bytes = int64_t{1} << 20;
+  // The dtype buckets travel in: f32 grads are rounded to f16/bf16 for the all-reduce (half the
+  // bytes) and widened back after it. Buckets of another dtype travel as they are.
+  DType comm_dtype = DType::f32;
 };
 
 // One entry of the reducer's log of its last backward, in the order things happened.
@@ -87,11 +90,13 @@ class Reducer : public std::enable_shared_from_this<Reducer> {
     std::vector<Tensor> flags;  // one-element views: 1 if this rank had the param's grad
     int64_t pending = 0;        // params whose grad is not in the buffer yet
     Work work;
+    Tensor wire;  // the bucket rounded to comm_dtype while its all-reduce runs; else undefined
   };
 
   std::vector<Tensor> params_;
   std::vector<std::string> names_;
   std::shared_ptr<Communicator> comm_;
+  DType comm_dtype_;
   std::vector<Bucket> buckets_;
   std::vector<BucketState> state_;
   std::vector<size_t> bucket_of_;  // param -> bucket
