@@ -4,12 +4,15 @@
 
 #include <fmt/format.h>
 
+#include <cmath>
+
 #include "tensor/cpu/optim.h"
 #include "tensor/dispatch.h"
 #include "tensor/ops/views.h"
 
-// The CUDA kernels of these ops come with phase 2 of the CUDA backend; until then device tensors get
-// a clear error from ACCEL_DISPATCH_CPU_ONLY.
+#if ACCEL_WITH_CUDA
+#include "tensor/cuda/optim.h"
+#endif
 
 namespace accel::ops {
 
@@ -97,7 +100,7 @@ void sgd_step_(const std::vector<Tensor>& params, const std::vector<Tensor>& gra
       check_companion(op, momentum_buffers[i], "momentum_buffers", i, params[i], true);
   }
   if (params.empty()) return;
-  ACCEL_DISPATCH_CPU_ONLY(op, params[0].device(), sgd_step_, params, g, momentum_buffers, config, first_step);
+  ACCEL_DISPATCH(op, params[0].device(), sgd_step_, params, g, momentum_buffers, config, first_step);
 }
 
 void adamw_step_(const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
@@ -119,7 +122,31 @@ void adamw_step_(const std::vector<Tensor>& params, const std::vector<Tensor>& g
     check_companion(op, exp_avg_sqs[i], "exp_avg_sqs", i, params[i], true);
   }
   if (params.empty()) return;
-  ACCEL_DISPATCH_CPU_ONLY(op, params[0].device(), adamw_step_, params, g, exp_avgs, exp_avg_sqs, config, step);
+  ACCEL_DISPATCH(op, params[0].device(), adamw_step_, params, g, exp_avgs, exp_avg_sqs, config, step);
+}
+
+bool unscale_and_check_(const std::vector<Tensor>& grads, double inv_scale) {
+  const char* op = "unscale_and_check_";
+  if (!std::isfinite(inv_scale))
+    throw Error(fmt::format("unscale_and_check_: inv_scale must be finite, got {}", inv_scale));
+  for (size_t i = 0; i < grads.size(); ++i) {
+    const Tensor& g = grads[i];
+    if (!g.defined()) throw Error(fmt::format("{}: grads[{}] is undefined", op, i));
+    if (!is_floating(g.dtype()))
+      throw Error(fmt::format("{}: grads[{}] is {}, expected a floating dtype (f64, f32, f16, bf16)", op, i,
+                              dtype_name(g.dtype())));
+    if (g.device() != grads[0].device())
+      throw Error(fmt::format("{}: grads[{}] is on {} but grads[0] is on {}", op, i, g.device().str(),
+                              grads[0].device().str()));
+    check_contiguous(op, g, "grads", i);
+  }
+  if (grads.empty()) return false;
+  if (grads[0].device().is_cpu()) return cpu::unscale_and_check_(grads, inv_scale);
+#if ACCEL_WITH_CUDA
+  return cuda::unscale_and_check_(grads, inv_scale);
+#else
+  throw_no_cuda(op, grads[0].device());
+#endif
 }
 
 }  // namespace accel::ops

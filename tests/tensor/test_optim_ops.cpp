@@ -3,6 +3,7 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <limits>
 
 #include "accel.h"
 #include "tensor/ops/copy.h"
@@ -249,4 +250,41 @@ TEST_CASE("optimizer step errors name the op, the list entry and what was expect
   CHECK_THROWS_WITH_AS(ops::adamw_step_({first, p}, {first_grad, g}, {zeros({3}), s}, {zeros({3}), zeros({2, 3}, DType::f16)}, adam, 1),
                        "adamw_step_: exp_avg_sqs[1] is f16, expected f32 for f32 params[1]", Error);
   CHECK(values(first) == Vec(3, 1.0));
+}
+
+TEST_CASE("unscale_and_check_ multiplies every grad in place and reports inf or NaN in any of them") {
+  std::vector<Tensor> grads = {ops::to_dtype(from_vector<double>({1024, -2048, 0.5}), DType::f32),
+                               ops::to_dtype(from_vector<double>({4096, 8}), DType::bf16),
+                               ops::to_dtype(from_vector<double>({-64}), DType::f16),
+                               from_vector<double>({3, 6, 9, 12}), zeros({0})};
+  CHECK_FALSE(ops::unscale_and_check_(grads, 0.25));
+  CHECK(values(grads[0]) == Vec{256, -512, 0.125});
+  CHECK(values(grads[1]) == Vec{1024, 2});
+  CHECK(values(grads[2]) == Vec{-16});
+  CHECK(values(grads[3]) == Vec{0.75, 1.5, 2.25, 3});
+  // Large enough to take the threaded loop, with the bad value at the very end.
+  for (double bad : {std::numeric_limits<double>::infinity(), -std::numeric_limits<double>::infinity(),
+                     std::numeric_limits<double>::quiet_NaN()}) {
+    for (DType dtype : {DType::f32, DType::bf16, DType::f16, DType::f64}) {
+      Tensor big = ops::to_dtype(full({300001}, 2.0), dtype);
+      ops::copy_(ops::narrow(big, 0, 300000, 1), full({1}, bad));
+      std::vector<Tensor> list = {ops::to_dtype(full({3}, 1.0), DType::f32), big};
+      CHECK_MESSAGE(ops::unscale_and_check_(list, 0.5), dtype_name(dtype));
+      CHECK(values(ops::narrow(big, 0, 0, 2)) == Vec{1, 1});  // the finite elements are still scaled
+    }
+  }
+  CHECK_FALSE(ops::unscale_and_check_({}, 0.5));
+}
+
+TEST_CASE("unscale_and_check_ errors name the op, the list entry and what was expected") {
+  CHECK_THROWS_WITH_AS(ops::unscale_and_check_({zeros({2}), Tensor()}, 0.5), "unscale_and_check_: grads[1] is undefined",
+                       Error);
+  CHECK_THROWS_WITH_AS(ops::unscale_and_check_({zeros({2}, DType::i32)}, 0.5),
+                       "unscale_and_check_: grads[0] is i32, expected a floating dtype (f64, f32, f16, bf16)", Error);
+  CHECK_THROWS_WITH_AS(ops::unscale_and_check_({ops::transpose(zeros({3, 2}), 0, 1)}, 0.5),
+                       "unscale_and_check_: grads[0] is not contiguous (shape [2, 3], strides [1, 2]); it is updated "
+                       "in place",
+                       Error);
+  CHECK_THROWS_WITH_AS(ops::unscale_and_check_({zeros({2})}, std::numeric_limits<double>::infinity()),
+                       "unscale_and_check_: inv_scale must be finite, got inf", Error);
 }
