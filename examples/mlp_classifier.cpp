@@ -82,6 +82,7 @@ int main(int argc, char** argv) {
       double total = 0;
       int64_t steps = 0;
       for (const Batch& batch : data) {
+        auto scope = accelerator.accumulate();  // with gradient_accumulation_steps > 1, steps every k batches
         opt->zero_grad();
         Tensor loss = nn::cross_entropy((*net)(batch[0]), batch[1]);
         accelerator.backward(loss);

@@ -1,7 +1,10 @@
 // Accelerator: the facade a training loop talks to. It reads the launch settings, picks this
-// process's device, prepares the model, optimizer and data for it, and runs backward.
+// process's device and, under a launcher, joins the other ranks; it prepares the model, optimizer
+// and data for data-parallel training, runs backward with gradient sync and accumulation, and offers
+// the collectives a training script needs (gather, reduce, broadcast, ...).
 #pragma once
 
+#include <functional>
 #include <iostream>
 #include <memory>
 #include <optional>
@@ -9,11 +12,16 @@
 #include <string>
 #include <tuple>
 #include <type_traits>
+#include <utility>
+#include <vector>
 
+#include "collective/communicator.h"
 #include "nn/module.h"
 #include "optim/optimizer.h"
 #include "runtime/data_loader.h"
+#include "runtime/gradient_state.h"
 #include "runtime/process_state.h"
+#include "runtime/reducer.h"
 #include "tensor/tensor.h"
 
 namespace accel {
@@ -25,6 +33,16 @@ struct AcceleratorOptions {
   std::optional<bool> cpu;                         // train on the CPU even with GPUs   (ACCEL_USE_CPU)
   std::optional<int> gradient_accumulation_steps;  // (ACCEL_GRADIENT_ACCUMULATION_STEPS)
   std::optional<std::string> config_file;          // (ACCEL_CONFIG_FILE, else the default path)
+  // Communicator between ranks: "auto" (mpi on the CPU), "mpi", "ring" (the teaching ring all-reduce
+  // over MPI) or "nccl" (ACCEL_BACKEND, config file `backend`). Unused when there is one process.
+  std::optional<std::string> backend;
+  // Gradient buckets fill up to this many MiB (ACCEL_BUCKET_CAP_MB; default 25). The first bucket
+  // is capped at min(1, bucket_cap_mb) so the first all-reduce starts early.
+  std::optional<double> bucket_cap_mb;
+  // How prepare() shards DataLoaders (see ShardOptions): pad the last steps so every rank runs as
+  // many steps, and whether batch_size is the global batch split between the ranks.
+  bool even_batches = true;
+  bool split_batches = false;
   // Print the effective settings once on the main process at start.
   bool print_settings = true;
 };
@@ -36,7 +54,7 @@ struct Setting {
 };
 
 struct EffectiveSettings {
-  Setting mixed_precision, cpu, gradient_accumulation_steps;
+  Setting mixed_precision, cpu, gradient_accumulation_steps, backend, bucket_cap_mb;
   std::string config_path;  // empty when no config file was read
   std::string describe() const;  // one line for the start-up print
 };
@@ -46,6 +64,9 @@ EffectiveSettings resolve_settings(const AcceleratorOptions& options, const std:
 
 class Accelerator {
  public:
+  // Under a launcher (world size > 1) this is collective: every rank constructs its Accelerator,
+  // which starts MPI if nobody has (MPI then stays up until the program exits, so later
+  // Accelerators in the same program can join again) and builds the communicator.
   explicit Accelerator(AcceleratorOptions options = {});
   ~Accelerator();
   Accelerator(const Accelerator&) = delete;
@@ -59,18 +80,81 @@ class Accelerator {
   bool is_local_main_process() const { return state_.is_local_main_process(); }
   const EffectiveSettings& settings() const { return settings_; }
   int gradient_accumulation_steps() const { return accumulation_steps_; }
+  // "mpi", "ring" or "nccl" with several processes (or one with backend nccl), "none" with one.
+  const std::string& backend() const { return backend_; }
+  // The communicator between the ranks; null when there is one process.
+  Communicator* communicator() const { return comm_.get(); }
 
   // Prepares each object for this process and returns them in order, so that
   //   auto [model, optimizer, data] = accelerator.prepare(model, optimizer, loader);
   // Models and optimizers are shared_ptrs (returned as the same objects, ready); DataLoaders are
-  // returned as sharded copies that yield batches on this process's device.
+  // returned as sharded copies that yield batches on this process's device. Collective with several
+  // processes: every rank prepares the same models in the same order.
   template <class... Objects>
   auto prepare(Objects&&... objects) {
     return std::tuple{prepare_one(std::forward<Objects>(objects))...};
   }
 
-  // Use instead of loss.backward(): scales the loss as the precision policy and accumulation need.
+  // Use instead of loss.backward(): runs backward, with the gradients of prepared models averaged
+  // across processes (unless inside no_sync() or on an accumulate() micro-step that does not sync);
+  // inside accumulate() the loss is divided by the accumulation window's size.
   void backward(const Tensor& loss);
+  // The reducer of a prepared model (its buckets and event log); null with one process.
+  const Reducer* reducer(const nn::Module& model) const;
+
+  // A scope that ends with the object (a RAII guard). Keep it in a named variable.
+  class [[nodiscard]] Scope {
+   public:
+    Scope() = default;
+    explicit Scope(std::function<void()> on_exit) : on_exit_(std::move(on_exit)) {}
+    Scope(Scope&& other) noexcept : on_exit_(std::exchange(other.on_exit_, nullptr)) {}
+    Scope& operator=(Scope&&) = delete;
+    ~Scope();
+
+   private:
+    std::function<void()> on_exit_;
+  };
+
+  // Gradient accumulation over gradient_accumulation_steps() micro-batches:
+  //   for (const Batch& batch : data) {
+  //     auto scope = accelerator.accumulate();
+  //     opt->zero_grad(); accelerator.backward(loss_of(batch)); opt->step();
+  //   }
+  // Within a window, backward syncs only on the last micro-batch and divides the loss by the
+  // window's size; the prepared optimizer's step() and zero_grad() do nothing until the window is
+  // complete. Windows follow the prepared DataLoader's position in its epoch, so the last window
+  // of an epoch may be shorter (and syncs at the end of the data); without a prepared loader,
+  // every k-th call to accumulate() closes a window.
+  Scope accumulate();
+  // True when the current micro-step ends an accumulation window (always true outside accumulate()).
+  bool sync_gradients() const { return gradient_state_->sync_gradients; }
+  // Within this scope, backward leaves gradients local (no all-reduce) and never divides the loss.
+  Scope no_sync();
+
+  // Scales the grads of params so their total norm_type-norm is at most max_norm and returns the norm
+  // before clipping. After a synchronised backward every rank holds the same averaged grads, so the
+  // local norm is already the global one and no extra all-reduce is needed. norm_type may be inf.
+  double clip_grad_norm(const std::vector<Tensor>& params, double max_norm, double norm_type = 2.0);
+  double clip_grad_norm(const nn::Module& model, double max_norm, double norm_type = 2.0);
+
+  // The collectives below are collective calls (every rank makes them, in the same order). The ranks
+  // first exchange their tensors' dtypes and shapes, so ranks that disagree all throw one message
+  // instead of hanging. With one process each returns its input (a 0-d one as [1] from the gathers).
+  //
+  // Every rank's tensor concatenated along dim 0, in rank order (a 0-d tensor counts as one row).
+  // Dim 0 may differ between ranks; the other dims and the dtype may not.
+  Tensor gather(const Tensor& tensor);
+  // gather, minus the rows that repeat samples to pad the last batches (even_batches), so that over
+  // an epoch every sample is counted exactly once. Dim 0 of tensor must index the samples of the
+  // batch the prepared DataLoader produced last.
+  Tensor gather_for_metrics(const Tensor& tensor);
+  // The elementwise "sum" or "mean" of every rank's tensor (same shape everywhere), as a new tensor.
+  Tensor reduce(const Tensor& tensor, const std::string& reduction = "sum");
+  // Rank from's tensor, as a new tensor on every rank (same shape everywhere).
+  Tensor broadcast(const Tensor& tensor, int from = 0);
+  // Pads tensor along dim with pad_index up to the largest size any rank holds there (at the end, or
+  // at the start with pad_first), so that it can be gathered.
+  Tensor pad_across_processes(const Tensor& tensor, int64_t dim = 0, double pad_index = 0, bool pad_first = false);
 
   // Prints its arguments separated by spaces, on the main process only.
   template <class... Args>
@@ -84,6 +168,9 @@ class Accelerator {
 
   // Blocks until every process reaches it.
   void wait_for_everyone();
+  // The main process runs the scope first; the others enter theirs once it has left its own (for
+  // work such as downloading or preprocessing a data set once).
+  Scope main_process_first();
   // The model the user built (prepare does not wrap it).
   template <class M>
   std::shared_ptr<M> unwrap_model(const std::shared_ptr<M>& model) const {
@@ -122,10 +209,40 @@ class Accelerator {
   void prepare_optimizer(optim::Optimizer& optimizer);
   DataLoader prepare_data_loader(const DataLoader& loader);
 
+  // Each rank's dtype, shape and two extra numbers, exchanged so that every rank can check that the
+  // ranks agree before the real collective, and all fail together with one message if they do not.
+  struct TensorInfo {
+    bool defined = false;
+    DType dtype = DType::f32;
+    Shape shape;
+    int64_t extra = 0;
+  };
+  std::vector<TensorInfo> exchange_info(const char* op, const Tensor& tensor, int64_t extra);
+  static std::string shapes_of(const std::vector<TensorInfo>& infos);  // "rank 0 [2, 3], rank 1 [2, 4]"
+  // gather, dropping the last `padding` rows of each rank's part (every rank passes its own).
+  Tensor gather_rows(const char* op, const Tensor& tensor, int64_t padding);
+
   ProcessState state_;
   EffectiveSettings settings_;
   Device device_ = Device::cpu();
   int accumulation_steps_ = 1;
+  std::string backend_ = "none";
+  ReducerOptions reducer_options_;
+  bool even_batches_ = true;
+  bool split_batches_ = false;
+  std::shared_ptr<Communicator> comm_;  // null with one process (unless the backend is nccl)
+  // The nccl communicator for tensors on device_ (parameters, gradient buckets, user tensors there);
+  // comm_ then carries host tensors and the argument checks. Null unless the backend is nccl.
+  std::shared_ptr<Communicator> device_comm_;
+  Communicator& comm_for(const Tensor& t) const;
+  std::vector<std::pair<const nn::Module*, std::shared_ptr<Reducer>>> reducers_;
+  std::shared_ptr<GradientState> gradient_state_ = std::make_shared<GradientState>();
+  // accumulate(): whether a scope is open, its window's size, and the position without a loader.
+  bool in_accumulate_ = false;
+  int64_t window_ = 1;
+  int64_t micro_step_ = 0;
+  uint64_t batches_seen_ = 0;
+  int no_sync_depth_ = 0;
 };
 
 }  // namespace accel

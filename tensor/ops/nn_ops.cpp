@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <utility>
 
 #include "tensor/cpu/cross_entropy.h"
@@ -14,6 +15,7 @@
 #include "tensor/cpu/softmax.h"
 #include "tensor/creation.h"
 #include "tensor/dispatch.h"
+#include "tensor/ops/elementwise.h"
 #include "tensor/ops/views.h"
 #include "tensor/philox.h"
 
@@ -153,7 +155,54 @@ Shape loss_shape(const Tensor& logits, Reduction reduction) {
   return reduction == Reduction::none ? Shape{logits.shape()[0]} : Shape{};
 }
 
+// [Tq, Tk] of x's last two dims, after the checks causal_softmax and its backward share.
+std::pair<int64_t, int64_t> causal_dims(const char* op, const Tensor& t, const char* name, double scale) {
+  check_defined(op, t, name);
+  check_floating(op, t);
+  if (t.dim() < 2)
+    throw Error(fmt::format("{}: {} must be [..., Tq, Tk] with at least 2 dims, got {}", op, name,
+                            shape_str(t.shape())));
+  const int64_t tq = t.size(-2), tk = t.size(-1);
+  if (tq > tk)
+    throw Error(fmt::format("{}: {} {} has more queries ({}) than keys ({}); the first rows would see nothing", op,
+                            name, shape_str(t.shape()), tq, tk));
+  if (!std::isfinite(scale)) throw Error(fmt::format("{}: scale must be finite, got {}", op, scale));
+  return {tq, tk};
+}
+
+// The positions row i of a [Tq, Tk] score matrix must not see: j > i + Tk - Tq.
+Tensor future_mask(int64_t tq, int64_t tk, Device device) {
+  const Tensor keys = view(arange(tk, DType::i64, device), {1, tk});
+  const Tensor last_seen = view(arange(static_cast<double>(tk - tq), static_cast<double>(tk), 1.0, DType::i64, device),
+                                {tq, 1});
+  return gt(keys, last_seen);
+}
+
 }  // namespace
+
+Tensor causal_softmax(const Tensor& x, double scale) {
+  const auto [tq, tk] = causal_dims("causal_softmax", x, "x", scale);
+  if (!x.device().is_cpu())  // no fused kernel there yet: the three ops it stands for
+    return softmax(masked_fill(mul(x, scale), future_mask(tq, tk, x.device()), -INFINITY), -1);
+  Tensor out = empty(x.shape(), x.dtype(), x.device());
+  cpu::causal_softmax(out, contiguous(x), tq, tk, scale);
+  return out;
+}
+
+Tensor causal_softmax_backward(const Tensor& grad_out, const Tensor& out, double scale) {
+  const char* op = "causal_softmax_backward";
+  causal_dims(op, out, "out", scale);
+  check_defined(op, grad_out, "grad_out");
+  check_same_dtype(op, grad_out, "grad_out", out, "out");
+  check_same_device(op, grad_out, "grad_out", out, "out");
+  if (grad_out.shape() != out.shape())
+    throw Error(fmt::format("{}: grad_out {} and out {} differ in shape", op, shape_str(grad_out.shape()),
+                            shape_str(out.shape())));
+  if (!out.device().is_cpu()) return mul(softmax_backward(grad_out, out, -1), scale);
+  Tensor grad_in = empty(out.shape(), out.dtype(), out.device());
+  cpu::causal_softmax_backward(grad_in, contiguous(grad_out), contiguous(out), scale);
+  return grad_in;
+}
 
 Tensor softmax(const Tensor& x, int64_t dim) { return softmax_forward("softmax", x, dim, false); }
 Tensor log_softmax(const Tensor& x, int64_t dim) { return softmax_forward("log_softmax", x, dim, true); }
