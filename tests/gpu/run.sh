@@ -7,7 +7,8 @@
 # Exit status 0 only when the build succeeds, no test fails and every benchmark requirement is met.
 # Without a GPU it still builds and runs: every GPU test is reported skipped, never passed.
 # Environment: ACCEL_GPU_ARCHS (default 90), ACCEL_GPU_BUILD_DIR (default build-gpu, reused when it
-# exists), ACCEL_GPU_JOBS (default: all cores). docs/gpu.md explains the output.
+# exists), ACCEL_GPU_REUSE=1 (build in that dir with the options it has, e.g. a CPU machine's own
+# build dir), ACCEL_GPU_JOBS (default: all cores). docs/gpu.md explains the output.
 set -uo pipefail
 
 if [ $# -ne 1 ]; then
@@ -51,7 +52,9 @@ build_ok=true
 build_start=$SECONDS
 # -Dwerror=false: warnings are CI's job (on the compiler CI uses); here a newer g++'s new warning
 # must not cost the GPU window. The targets are only what this check runs.
-if [ -f "$build/build.ninja" ]; then
+if [ -f "$build/build.ninja" ] && [ "${ACCEL_GPU_REUSE:-0}" = 1 ]; then
+  echo "reusing $build as it is configured (ACCEL_GPU_REUSE=1)"
+elif [ -f "$build/build.ninja" ]; then
   meson setup --reconfigure "$build" -Dcuda=enabled -Dgpu_archs="$archs" -Dwerror=false -Dbuildtype=release \
     || build_ok=false
 else
