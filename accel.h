@@ -17,6 +17,9 @@
 #include "collective/mpi_communicator.h"
 #include "collective/mpi_environment.h"
 #endif
+#if ACCEL_WITH_NCCL
+#include "collective/nccl_communicator.h"
+#endif
 #include "nn/activation.h"
 #include "nn/attention.h"
 #include "nn/dropout.h"

@@ -1,6 +1,6 @@
 // GPU kernel benchmarks, side by side in one run: GEMM through accel's ops::matmul against cuBLASLt
 // called directly (bf16, f16, f32 at 8192^3), elementwise add and casts on 256 MB against the HBM
-// peak, and row reductions. Times are CUDA events on the compute stream, medians after warm-ups.
+// peak, row reductions, and softmax and layer norm over 256 MB. Times are CUDA events on the compute stream, medians after warm-ups.
 //   gpu_kernels [--json PATH] [--peak-gbps 4800] [--size 8192] [--reps 20]
 // Prints a table, and writes JSON (to PATH, or stdout's last line when PATH is "-").
 #include <cublasLt.h>
@@ -25,6 +25,7 @@
 #include "tensor/ops/copy.h"
 #include "tensor/ops/elementwise.h"
 #include "tensor/ops/matmul.h"
+#include "tensor/ops/nn_ops.h"
 #include "tensor/ops/reduce.h"
 #include "tensor/ops/views.h"
 
@@ -203,6 +204,40 @@ std::vector<Result> bench_bandwidth(const Options& opt, Device dev, cudaStream_t
   return out;
 }
 
+// Softmax and layer norm read their input once and write their output once; their rows are the
+// widths of transformer activations and attention scores.
+std::vector<Result> bench_nn(const Options& opt, Device dev, cudaStream_t stream) {
+  std::vector<Result> out;
+  const double mb256 = static_cast<double>(int64_t{256} << 20);
+  Generator gen(2);
+  const Tensor x32 = ops::to_device(uniform({65536, 1024}, -4.0, 4.0, gen, DType::f32), dev);
+  const Tensor x16 = ops::to_dtype(ops::view(x32, {32768, 2048 * 2}), DType::bf16);
+  const Tensor x16_wide = ops::view(ops::cat({x16, x16}, 0), {32768, 8192});  // 512 MB of bf16 in 8192-wide rows
+  const Tensor w32 = full({1024}, 1.25, DType::f32, dev), b32 = full({1024}, 0.5, DType::f32, dev);
+  const Tensor w16 = full({4096}, 1.25, DType::bf16, dev), b16 = full({4096}, 0.5, DType::bf16, dev);
+  const Tensor grad32 = ops::mul(x32, 0.5);
+  Tensor r;
+  out.push_back(bandwidth(opt, stream, "nn", "softmax", DType::f32, "[65536, 1024]", 2 * mb256, 0.7,
+                          [&] { r = ops::softmax(x32, -1); }));
+  out.push_back(bandwidth(opt, stream, "nn", "softmax", DType::bf16, "[32768, 4096]", 2 * mb256, 0.7,
+                          [&] { r = ops::softmax(x16, -1); }));
+  out.push_back(bandwidth(opt, stream, "nn", "log_softmax", DType::bf16, "[32768, 8192]", 4 * mb256, 0,
+                          [&] { r = ops::log_softmax(x16_wide, -1); }));
+  const Tensor y32 = ops::softmax(x32, -1);
+  out.push_back(bandwidth(opt, stream, "nn", "softmax_backward", DType::f32, "[65536, 1024]", 3 * mb256, 0,
+                          [&] { r = ops::softmax_backward(grad32, y32, -1); }));
+  out.push_back(bandwidth(opt, stream, "nn", "layer_norm", DType::f32, "[65536, 1024]", 2 * mb256, 0.7,
+                          [&] { r = ops::layer_norm(x32, w32, b32, 1e-5).out; }));
+  out.push_back(bandwidth(opt, stream, "nn", "layer_norm", DType::bf16, "[32768, 4096]", 2 * mb256, 0.7,
+                          [&] { r = ops::layer_norm(x16, w16, b16, 1e-5).out; }));
+  const ops::LayerNormResult ln = ops::layer_norm(x32, w32, b32, 1e-5);
+  // Reads grad_out and x twice (the input grad, then the weight and bias grads), writes the input grad.
+  out.push_back(bandwidth(opt, stream, "nn", "layer_norm_backward", DType::f32, "[65536, 1024]", 5 * mb256, 0, [&] {
+    r = ops::layer_norm_backward(grad32, x32, ln.mean, ln.rstd, w32, b32).grad_input;
+  }));
+  return out;
+}
+
 std::string json_of(const std::vector<Result>& results, const cuda::DeviceProperties& props, const Options& opt,
                     bool all_met) {
   std::string s = fmt::format("{{\"device\": \"{}\", \"peak_gbps\": {}, \"all_requirements_met\": {}, \"results\": [",
@@ -250,6 +285,8 @@ int main(int argc, char** argv) {
     std::vector<Result> results = bench_gemm(opt, dev, stream);
     const std::vector<Result> bw = bench_bandwidth(opt, dev, stream);
     results.insert(results.end(), bw.begin(), bw.end());
+    const std::vector<Result> nn = bench_nn(opt, dev, stream);
+    results.insert(results.end(), nn.begin(), nn.end());
 
     bool all_met = true;
     std::printf("%s, peak %.0f GB/s\n", props.name.c_str(), opt.peak_gbps);

@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <array>
 #include <chrono>
 #include <condition_variable>
@@ -13,12 +14,22 @@
 #include <exception>
 #include <functional>
 #include <limits>
+#include <map>
 #include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "accel_config.h"
 #include "collective/mpi_environment.h"
+
+#if ACCEL_WITH_CUDA
+#include <cuda_runtime_api.h>
+
+#include "tensor/cuda/check.h"
+#include "tensor/cuda/device.h"
+#include "tensor/cuda/stream.h"
+#endif
 
 namespace accel {
 
@@ -44,15 +55,140 @@ int mpi_count(const char* op, int64_t count) {
   return static_cast<int>(count);
 }
 
-// The one place where tensor memory meets MPI: every buffer an MPI call reads or writes comes from
-// here. CPU tensors pass their own memory. Device tensors will be staged here through pinned host
-// memory (copied in before the call; outputs copied back in the operation's finish step); until the
-// CUDA helper adds that, they are refused.
-void* host_data(const char* op, const Tensor& t) {
-  if (!t.device().is_cpu())
-    throw Error(fmt::format("{} (mpi): tensor is on {}, but the mpi backend takes CPU tensors only for now", op,
-                            t.device().str()));
-  return t.data_ptr();
+// A pool of pinned host buffers for staging device tensors, kept for the communicator's life so a
+// training step's bucket all-reduces do not pay for cudaHostAlloc each time. Thread-safe: operations
+// take buffers on the caller's thread and give them back on the communication thread.
+class PinnedPool {
+ public:
+  PinnedPool() = default;
+  ~PinnedPool() {
+#if ACCEL_WITH_CUDA
+    for (const auto& [bytes, ptr] : free_) cudaFreeHost(ptr);
+#endif
+  }
+  PinnedPool(const PinnedPool&) = delete;
+  PinnedPool& operator=(const PinnedPool&) = delete;
+
+  // A buffer of at least bytes; returns its capacity in `capacity`.
+  void* take(size_t bytes, size_t& capacity) {
+    {
+      std::lock_guard lock(mutex_);
+      const auto it = free_.lower_bound(bytes);
+      if (it != free_.end()) {
+        capacity = it->first;
+        void* ptr = it->second;
+        free_.erase(it);
+        return ptr;
+      }
+    }
+    capacity = (std::max<size_t>(bytes, 1) + kGranule - 1) / kGranule * kGranule;
+    void* ptr = nullptr;
+#if ACCEL_WITH_CUDA
+    ACCEL_CUDA_CHECK(cudaHostAlloc(&ptr, capacity, cudaHostAllocPortable), "cudaHostAlloc({} bytes, mpi staging)",
+                     capacity);
+#endif
+    return ptr;
+  }
+  void give(void* ptr, size_t capacity) {
+    std::lock_guard lock(mutex_);
+    free_.emplace(capacity, ptr);
+  }
+
+ private:
+  static constexpr size_t kGranule = 64 * 1024;
+  std::mutex mutex_;
+  std::multimap<size_t, void*> free_;
+};
+
+// The one place where tensor memory meets MPI: every buffer an MPI call reads or writes comes from an
+// operation's Staging. CPU tensors pass their own memory. A CUDA tensor is staged in a pinned host
+// buffer: copied in when the operation starts (on its device's compute stream, then a synchronisation,
+// so the copy sees every kernel queued before), and, if the operation writes it, copied back when the
+// operation finishes, before its Work completes. Several ranks can so share one GPU.
+class Staging {
+ public:
+  Staging(PinnedPool& pool, const char* op) : pool_(pool), op_(op) {}
+  ~Staging() {
+    for (const Entry& e : entries_)
+      if (e.capacity > 0) pool_.give(e.host, e.capacity);
+  }
+  Staging(const Staging&) = delete;
+  Staging& operator=(const Staging&) = delete;
+
+  // The host memory MPI uses for t. read: MPI reads t's values; write: MPI writes t. A tensor inside
+  // one staged before (an in-place operation's slot) shares that tensor's buffer.
+  void* host(const Tensor& t, bool read, bool write) {
+    if (t.device().is_cpu()) return t.data_ptr();
+#if ACCEL_WITH_CUDA
+    cuda::check_device(fmt::format("{} (mpi)", op_).c_str(), t.device());
+#else
+    throw Error(fmt::format("{} (mpi): tensor is on {}, but accel was built without CUDA", op_, t.device().str()));
+#endif
+    const char* begin = static_cast<const char*>(t.data_ptr());
+    for (Entry& e : entries_) {
+      if (e.tensor.storage() == t.storage() && begin >= e.begin && begin + t.nbytes() <= e.begin + e.bytes) {
+        e.read = e.read || read;
+        e.write = e.write || write;
+        return e.host + (begin - e.begin);
+      }
+    }
+    Entry e{t, begin, t.nbytes(), nullptr, 0, read, write};
+    e.host = static_cast<char*>(pool_.take(e.bytes, e.capacity));
+    entries_.push_back(e);
+    return e.host;
+  }
+
+  // Copies the tensors MPI reads to their buffers, once every host() call is made.
+  void copy_in() {
+#if ACCEL_WITH_CUDA
+    for (const Entry& e : entries_) {
+      if (!e.read || e.bytes == 0) continue;
+      const cuda::DeviceGuard guard(e.tensor.device());
+      const cudaStream_t stream = cuda::compute_stream(e.tensor.device());
+      ACCEL_CUDA_CHECK(cudaMemcpyAsync(e.host, e.begin, e.bytes, cudaMemcpyDeviceToHost, stream),
+                       "cudaMemcpyAsync({} bytes, mpi staging in)", e.bytes);
+      ACCEL_CUDA_CHECK(cudaStreamSynchronize(stream), "cudaStreamSynchronize(mpi staging in)");
+    }
+#endif
+  }
+
+  // Copies the tensors MPI wrote back to the device; returns when they are there. A synchronous copy
+  // on the legacy stream, which the (non-blocking) compute stream does not wait for: nothing on it may
+  // touch these tensors until the operation's Work completes.
+  void copy_back() const {
+#if ACCEL_WITH_CUDA
+    for (const Entry& e : entries_) {
+      if (!e.write || e.bytes == 0) continue;
+      const cuda::DeviceGuard guard(e.tensor.device());
+      ACCEL_CUDA_CHECK(cudaMemcpy(const_cast<char*>(e.begin), e.host, e.bytes, cudaMemcpyHostToDevice),
+                       "cudaMemcpy({} bytes, mpi staging out)", e.bytes);
+    }
+#endif
+  }
+
+ private:
+  struct Entry {
+    Tensor tensor;
+    const char* begin;  // device memory
+    size_t bytes;
+    char* host;
+    size_t capacity;  // of the pooled buffer; 0 for an entry that shares another's
+    bool read, write;
+  };
+  PinnedPool& pool_;
+  const char* op_;
+  std::vector<Entry> entries_;
+};
+
+// The finish step of an operation with staged tensors: the backend's own step on the host buffers
+// (may be empty), then the copy back. It also keeps the staging, whose buffers MPI uses, alive until
+// the operation has finished.
+std::function<void(const MPI_Status&)> finish_staged(std::shared_ptr<Staging> staging,
+                                                     std::function<void(const MPI_Status&)> finish = {}) {
+  return [staging = std::move(staging), finish = std::move(finish)](const MPI_Status& status) {
+    if (finish) finish(status);
+    staging->copy_back();
+  };
 }
 
 // An MPI_User_function for f16/bf16 held in a 2-byte datatype: widen to f32, combine, round back.
@@ -105,6 +241,8 @@ class MpiCommunicator::Engine {
   }
 
   MPI_Comm comm() const { return comm_; }
+  // Host buffers for the tensors of one operation, from this communicator's pinned pool.
+  std::shared_ptr<Staging> staging(const char* op) { return std::make_shared<Staging>(pinned_, op); }
   int rank() const { return rank_; }
   int size() const { return size_; }
 
@@ -255,6 +393,7 @@ class MpiCommunicator::Engine {
   std::array<MPI_Op, 3> f16_ops_ = {MPI_OP_NULL, MPI_OP_NULL, MPI_OP_NULL};   // sum, max, min
   std::array<MPI_Op, 3> bf16_ops_ = {MPI_OP_NULL, MPI_OP_NULL, MPI_OP_NULL};  // sum, max, min
 
+  PinnedPool pinned_;  // before the queue: destroyed after every operation that staged through it
   std::mutex mutex_;
   std::condition_variable wake_;
   std::deque<Op> queue_;
@@ -290,36 +429,44 @@ std::function<void(const MPI_Status&)> average(ReduceOp op, DType dtype, void* d
 
 Work MpiCommunicator::start_all_reduce(const Tensor& in, const Tensor& out, ReduceOp op, bool in_place) {
   const int count = mpi_count("all_reduce", in.numel());
-  void* send = in_place ? MPI_IN_PLACE : host_data("all_reduce", in);
-  void* recv = host_data("all_reduce", out);
+  const auto staging = engine_->staging("all_reduce");
+  void* recv = staging->host(out, /*read=*/in_place, /*write=*/true);
+  void* send = in_place ? MPI_IN_PLACE : staging->host(in, true, false);
+  staging->copy_in();
   const MPI_Datatype type = engine_->datatype(in.dtype());
   const MPI_Op mpi_op = engine_->op(in.dtype(), op);
   const MPI_Comm comm = engine_->comm();
   return engine_->submit(
       "all_reduce", "MPI_Iallreduce", {in, out},
       [=](MPI_Request* r) { return MPI_Iallreduce(send, recv, count, type, mpi_op, comm, r); },
-      average(op, in.dtype(), recv, count, size_));
+      finish_staged(staging, average(op, in.dtype(), recv, count, size_)));
 }
 
 Work MpiCommunicator::start_broadcast(const Tensor& tensor, int root) {
   const int count = mpi_count("broadcast", tensor.numel());
-  void* data = host_data("broadcast", tensor);
+  const auto staging = engine_->staging("broadcast");
+  void* data = staging->host(tensor, /*read=*/rank_ == root, /*write=*/rank_ != root);
+  staging->copy_in();
   const MPI_Datatype type = engine_->datatype(tensor.dtype());
   const MPI_Comm comm = engine_->comm();
-  return engine_->submit("broadcast", "MPI_Ibcast", {tensor},
-                         [=](MPI_Request* r) { return MPI_Ibcast(data, count, type, root, comm, r); });
+  return engine_->submit(
+      "broadcast", "MPI_Ibcast", {tensor}, [=](MPI_Request* r) { return MPI_Ibcast(data, count, type, root, comm, r); },
+      finish_staged(staging));
 }
 
 Work MpiCommunicator::start_all_gather(const Tensor& in, const Tensor& out, bool in_place) {
   const int count = mpi_count("all_gather", in.numel());
+  const auto staging = engine_->staging("all_gather");
   // In place, MPI reads this rank's part from its slot of out, which is where `in` already is.
-  void* send = in_place ? MPI_IN_PLACE : host_data("all_gather", in);
-  void* recv = host_data("all_gather", out);
+  void* recv = staging->host(out, /*read=*/in_place, /*write=*/true);
+  void* send = in_place ? MPI_IN_PLACE : staging->host(in, true, false);
+  staging->copy_in();
   const MPI_Datatype type = engine_->datatype(in.dtype());
   const MPI_Comm comm = engine_->comm();
-  return engine_->submit("all_gather", "MPI_Iallgather", {in, out}, [=](MPI_Request* r) {
-    return MPI_Iallgather(send, count, type, recv, count, type, comm, r);
-  });
+  return engine_->submit(
+      "all_gather", "MPI_Iallgather", {in, out},
+      [=](MPI_Request* r) { return MPI_Iallgather(send, count, type, recv, count, type, comm, r); },
+      finish_staged(staging));
 }
 
 Work MpiCommunicator::start_reduce_scatter(const Tensor& in, const Tensor& out, ReduceOp op, bool in_place) {
@@ -327,13 +474,16 @@ Work MpiCommunicator::start_reduce_scatter(const Tensor& in, const Tensor& out, 
   const MPI_Datatype type = engine_->datatype(in.dtype());
   const MPI_Op mpi_op = engine_->op(in.dtype(), op);
   const MPI_Comm comm = engine_->comm();
-  void* whole = host_data("reduce_scatter", in);
-  void* mine = host_data("reduce_scatter", out);
+  const auto staging = engine_->staging("reduce_scatter");
+  // In place, out is a slot of in: staged first, in's buffer holds out's.
+  void* whole = staging->host(in, /*read=*/true, /*write=*/in_place);
+  void* mine = staging->host(out, /*read=*/false, /*write=*/true);
+  staging->copy_in();
   if (!in_place) {
     return engine_->submit(
         "reduce_scatter", "MPI_Ireduce_scatter_block", {in, out},
         [=](MPI_Request* r) { return MPI_Ireduce_scatter_block(whole, mine, count, type, mpi_op, comm, r); },
-        average(op, in.dtype(), mine, count, size_));
+        finish_staged(staging, average(op, in.dtype(), mine, count, size_)));
   }
   // In place, MPI reduces `in` and leaves this rank's result at its start; move it to the rank's slot.
   const size_t bytes = out.nbytes();
@@ -342,21 +492,24 @@ Work MpiCommunicator::start_reduce_scatter(const Tensor& in, const Tensor& out, 
   return engine_->submit(
       "reduce_scatter", "MPI_Ireduce_scatter_block", {in, out},
       [=](MPI_Request* r) { return MPI_Ireduce_scatter_block(MPI_IN_PLACE, whole, count, type, mpi_op, comm, r); },
-      [=](const MPI_Status&) {
+      finish_staged(staging, [=](const MPI_Status&) {
         std::memmove(mine, whole, bytes);
         if (op == ReduceOp::avg) divide_by(dtype, mine, count, size);
-      });
+      }));
 }
 
 Work MpiCommunicator::start_gather(const Tensor& in, const Tensor& out, int root) {
   const int count = mpi_count("gather", in.numel());
-  void* send = host_data("gather", in);
-  void* recv = out.defined() ? host_data("gather", out) : nullptr;  // only root receives
+  const auto staging = engine_->staging("gather");
+  void* send = staging->host(in, true, false);
+  void* recv = out.defined() ? staging->host(out, false, true) : nullptr;  // only root receives
+  staging->copy_in();
   const MPI_Datatype type = engine_->datatype(in.dtype());
   const MPI_Comm comm = engine_->comm();
-  return engine_->submit("gather", "MPI_Igather", {in, out}, [=](MPI_Request* r) {
-    return MPI_Igather(send, count, type, recv, count, type, root, comm, r);
-  });
+  return engine_->submit(
+      "gather", "MPI_Igather", {in, out},
+      [=](MPI_Request* r) { return MPI_Igather(send, count, type, recv, count, type, root, comm, r); },
+      finish_staged(staging));
 }
 
 Work MpiCommunicator::start_barrier() {
@@ -366,16 +519,20 @@ Work MpiCommunicator::start_barrier() {
 
 Work MpiCommunicator::start_send(const Tensor& tensor, int dst, int tag) {
   const int count = mpi_count("send", tensor.numel());
-  void* data = host_data("send", tensor);
+  const auto staging = engine_->staging("send");
+  void* data = staging->host(tensor, true, false);
+  staging->copy_in();
   const MPI_Datatype type = engine_->datatype(tensor.dtype());
   const MPI_Comm comm = engine_->comm();
-  return engine_->submit("send", "MPI_Isend", {tensor},
-                         [=](MPI_Request* r) { return MPI_Isend(data, count, type, dst, tag, comm, r); });
+  return engine_->submit(
+      "send", "MPI_Isend", {tensor}, [=](MPI_Request* r) { return MPI_Isend(data, count, type, dst, tag, comm, r); },
+      finish_staged(staging));
 }
 
 Work MpiCommunicator::start_recv(const Tensor& tensor, int src, int tag) {
   const int count = mpi_count("recv", tensor.numel());
-  void* data = host_data("recv", tensor);
+  const auto staging = engine_->staging("recv");
+  void* data = staging->host(tensor, false, true);
   const MPI_Datatype type = engine_->datatype(tensor.dtype());
   const MPI_Comm comm = engine_->comm();
   const DType dtype = tensor.dtype();
@@ -383,13 +540,13 @@ Work MpiCommunicator::start_recv(const Tensor& tensor, int src, int tag) {
       "recv", "MPI_Irecv", {tensor},
       [=](MPI_Request* r) { return MPI_Irecv(data, count, type, src, tag, comm, r); },
       // A longer message fails in MPI (MPI_ERR_TRUNCATE); a shorter one arrives quietly, so check it here.
-      [=](const MPI_Status& status) {
+      finish_staged(staging, [=](const MPI_Status& status) {
         int received = 0;
         check("recv", "MPI_Get_count", MPI_Get_count(&status, type, &received));
         if (received != count)
           throw Error(fmt::format("recv (mpi): expected {} elements of {} from rank {} (tag {}), got {}", count,
                                   dtype_name(dtype), src, tag, received));
-      });
+      }));
 }
 
 }  // namespace accel

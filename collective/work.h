@@ -9,13 +9,15 @@
 
 namespace accel {
 
-// Shared between the caller's Work and the backend thread that runs the operation.
+// Shared between the caller's Work and the backend thread that runs the operation. A backend whose
+// operations complete on a GPU stream (nccl) derives from it and overrides wait and test.
 class WorkState {
  public:
+  virtual ~WorkState() = default;
   void complete();                   // the operation succeeded
   void fail(std::string message);    // the operation failed; wait() throws accel::Error(message)
-  void wait();
-  bool test();
+  virtual void wait();
+  virtual bool test();
 
  private:
   std::mutex mutex_;
@@ -31,6 +33,9 @@ class Work {
   explicit Work(std::shared_ptr<WorkState> state) : state_(std::move(state)) {}
 
   // Blocks until the operation has finished. Throws accel::Error if it failed, on every call.
+  // nccl: the operation runs on the communication stream; wait() makes the device's compute stream
+  // wait for it instead of blocking the host, so any later op (and any copy to the host) sees the
+  // result. Only barrier() blocks the host.
   void wait() const;
   // True once the operation has finished (then wait() returns or throws at once). Never blocks.
   bool test() const;

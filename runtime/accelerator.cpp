@@ -28,6 +28,9 @@
 #include "collective/mpi_communicator.h"
 #include "collective/mpi_environment.h"
 #endif
+#if ACCEL_WITH_NCCL
+#include "collective/nccl_communicator.h"
+#endif
 
 extern char** environ;
 
@@ -198,8 +201,18 @@ Accelerator::Accelerator(AcceleratorOptions options) {
   const bool use_cpu = settings_.cpu.value == "true";
   const int gpus = use_cpu ? 0 : cuda_device_count();
   device_ = gpus > 0 ? Device::cuda(state_.local_rank % gpus) : Device::cpu();
+  // Device tensors go over NCCL when asked for, or by default when every rank on the node has a GPU
+  // of its own (NCCL refuses two ranks on one GPU; those share it through the mpi backend's staging).
+  const bool use_nccl =
+      backend == "nccl" || (backend == "auto" && ACCEL_WITH_NCCL && device_.is_cuda() && gpus >= state_.local_world_size &&
+                            state_.world_size > 1);
+  if (backend == "nccl" && !device_.is_cuda())
+    throw Error(fmt::format("Accelerator: backend nccl (from {}) needs a GPU, but the device is cpu ({}); use auto, "
+                            "mpi or ring",
+                            settings_.backend.source, use_cpu ? "cpu=true" : "no CUDA device is visible"));
 
-  if (state_.world_size > 1) {
+  // One process with backend nccl still builds its communicators, so a one-rank run takes the NCCL path.
+  if (state_.world_size > 1 || use_nccl) {
 #if ACCEL_WITH_MPI
     program_mpi();
     int mpi_rank = 0, mpi_size = 1;
@@ -211,12 +224,16 @@ Accelerator::Accelerator(AcceleratorOptions options) {
       throw Error(fmt::format("Accelerator: the {} variables say rank {} of {}, but MPI says rank {} of {}; start "
                               "the processes with mpirun or accel launch",
                               state_.launcher, state_.rank, state_.world_size, mpi_rank, mpi_size));
-    if (backend == "nccl")
-      throw Error("Accelerator: backend nccl is not wired into the Accelerator yet; use auto, mpi or ring");
     auto mpi = std::make_shared<MpiCommunicator>(MPI_COMM_WORLD);
     if (backend == "ring") comm_ = std::make_shared<RingCommunicator>(mpi);
-    else comm_ = mpi;  // auto and mpi: the MPI library's own collectives for CPU tensors
+    else comm_ = mpi;  // auto and mpi: the MPI library's own collectives; device tensors are staged
     backend_ = comm_->backend();
+#if ACCEL_WITH_NCCL
+    if (use_nccl) {
+      device_comm_ = std::make_shared<NcclCommunicator>(device_, *mpi);
+      backend_ = device_comm_->backend();
+    }
+#endif
 #else
     throw Error(fmt::format("Accelerator: launched as rank {} of {} ({} variables), but this build has no MPI, so "
                             "it cannot communicate; rebuild with Open MPI (libopenmpi-dev) or start one process",
@@ -277,6 +294,10 @@ void Accelerator::unscale_grads(const std::vector<Tensor>& extra) {
   amp.unscaled = true;
 }
 
+Communicator& Accelerator::comm_for(const Tensor& t) const {
+  return device_comm_ && t.device() == device_ ? *device_comm_ : *comm_;
+}
+
 Accelerator::Scope::~Scope() {
   if (!on_exit_) return;
   try {
@@ -301,10 +322,10 @@ void Accelerator::prepare_model(nn::Module& model) {
   auto send_from_main = [&](const nn::StateDict& entries) {
     for (const auto& [name, t] : entries) {
       if (t.is_contiguous()) {
-        comm_->broadcast(t, 0);
+        comm_for(t).broadcast(t, 0);
       } else {
         Tensor staged = ops::contiguous(t);
-        comm_->broadcast(staged, 0);
+        comm_for(staged).broadcast(staged, 0);
         ops::copy_(t, staged);
       }
     }
@@ -312,7 +333,8 @@ void Accelerator::prepare_model(nn::Module& model) {
   send_from_main(model.named_parameters());
   send_from_main(model.named_buffers());
   // The reducer's all-reduces get a communicator (and communication thread) of their own.
-  reducers_.emplace_back(&model, Reducer::attach(model.named_parameters(), comm_->dup(), reducer_options_));
+  Communicator& grads_comm = device_comm_ && device_.is_cuda() ? *device_comm_ : *comm_;
+  reducers_.emplace_back(&model, Reducer::attach(model.named_parameters(), grads_comm.dup(), reducer_options_));
 }
 
 const Reducer* Accelerator::reducer(const nn::Module& model) const {
@@ -543,7 +565,7 @@ Tensor Accelerator::gather_rows(const char* op, const Tensor& tensor, int64_t pa
   Shape whole = part;
   whole[0] = most * n;
   Tensor all = empty(whole, rows.dtype(), rows.device());
-  comm_->all_gather(mine, all);
+  comm_for(mine).all_gather(mine, all);
   std::vector<Tensor> pieces;
   bool cut = false;
   for (int r = 0; r < n; ++r) {
@@ -586,7 +608,7 @@ Tensor Accelerator::reduce(const Tensor& tensor, const std::string& reduction) {
       throw Error(fmt::format("Accelerator::reduce: the ranks' shapes differ: {}", shapes_of(infos)));
   }
   Tensor out = ops::clone(tensor);
-  comm_->all_reduce(out, code == 0 ? ReduceOp::sum : ReduceOp::avg);
+  comm_for(out).all_reduce(out, code == 0 ? ReduceOp::sum : ReduceOp::avg);
   return out;
 }
 
@@ -607,7 +629,7 @@ Tensor Accelerator::broadcast(const Tensor& tensor, int from) {
     throw Error(fmt::format("Accelerator::broadcast: from = {} is not a rank of {}", from, n));
   if (!comm_) return tensor;
   Tensor out = ops::clone(tensor);
-  comm_->broadcast(out, from);
+  comm_for(out).broadcast(out, from);
   return out;
 }
 

@@ -89,7 +89,7 @@ class Accelerator {
   bool is_local_main_process() const { return state_.is_local_main_process(); }
   const EffectiveSettings& settings() const { return settings_; }
   int gradient_accumulation_steps() const { return accumulation_steps_; }
-  // "mpi" or "ring" with several processes, "none" with one.
+  // "mpi", "ring" or "nccl" with several processes (or one with backend nccl), "none" with one.
   const std::string& backend() const { return backend_; }
   // The communicator between the ranks; null when there is one process.
   Communicator* communicator() const { return comm_.get(); }
@@ -266,7 +266,11 @@ class Accelerator {
   ReducerOptions reducer_options_;
   bool even_batches_ = true;
   bool split_batches_ = false;
-  std::shared_ptr<Communicator> comm_;  // null with one process
+  std::shared_ptr<Communicator> comm_;  // null with one process (unless the backend is nccl)
+  // The nccl communicator for tensors on device_ (parameters, gradient buckets, user tensors there);
+  // comm_ then carries host tensors and the argument checks. Null unless the backend is nccl.
+  std::shared_ptr<Communicator> device_comm_;
+  Communicator& comm_for(const Tensor& t) const;
   std::vector<std::pair<const nn::Module*, std::shared_ptr<Reducer>>> reducers_;
   std::shared_ptr<GradientState> gradient_state_ = std::make_shared<GradientState>();
   // accumulate(): whether a scope is open, its window's size, and the position without a loader.

@@ -26,6 +26,14 @@
 
 extern char** environ;
 
+#if ACCEL_WITH_CUDA
+#include "tensor/cuda/device.h"
+#include "tensor/error.h"
+#endif
+#if ACCEL_WITH_NCCL
+#include "collective/nccl_communicator.h"
+#endif
+
 namespace accel {
 
 namespace {
@@ -126,6 +134,34 @@ std::string config_status(const std::string& path) {
     return fmt::format("  (invalid: {})\n", e.what());
   }
 }
+#if ACCEL_WITH_CUDA
+// CUDA's runtime and driver versions encode major * 1000 + minor * 10.
+std::string cuda_version_text(int v) { return v > 0 ? fmt::format("{}.{}", v / 1000, v % 1000 / 10) : "none"; }
+
+// The CUDA lines: versions and every GPU this process sees. Works, and says why, without a GPU.
+void report_cuda(std::ostringstream& out) {
+  const cuda::CudaVersions v = cuda::versions();
+  out << fmt::format("CUDA: runtime {}, driver {}{}\n", cuda_version_text(v.runtime), cuda_version_text(v.driver),
+                     v.driver == 0 ? " (no NVIDIA driver found)" : "");
+  out << fmt::format("cuBLAS: {}.{}.{}\n", v.cublas / 10000, v.cublas / 100 % 100, v.cublas % 100);
+  const int count = cuda::device_count();
+  if (count == 0) {
+    out << fmt::format("GPUs: none visible ({})\n", cuda::unavailable_reason());
+    return;
+  }
+  out << fmt::format("GPUs: {}\n", count);
+  for (int i = 0; i < count; ++i) {
+    try {
+      const cuda::DeviceProperties p = cuda::device_properties(i);
+      out << fmt::format("  cuda:{}: {}, {:.1f} GiB, compute capability {}.{}, {} SMs\n", i, p.name,
+                         static_cast<double>(p.total_memory) / (1024.0 * 1024.0 * 1024.0), p.major, p.minor,
+                         p.multiprocessors);
+    } catch (const Error& e) {
+      out << fmt::format("  cuda:{}: {}\n", i, e.what());
+    }
+  }
+}
+#endif
 
 }  // namespace
 
@@ -145,6 +181,12 @@ std::string env_report() {
   out << fmt::format("OpenMP: {} threads (OMP_NUM_THREADS={})\n", omp_get_max_threads(),
                      std::getenv("OMP_NUM_THREADS") ? std::getenv("OMP_NUM_THREADS") : "unset");
   out << mpi_lines();
+#if ACCEL_WITH_CUDA
+  report_cuda(out);
+#endif
+#if ACCEL_WITH_NCCL
+  out << fmt::format("NCCL: {}\n", nccl_version_string());
+#endif
   out << devices_line();
   out << process_lines();
   const std::string path = default_config_path();

@@ -206,6 +206,9 @@ void Reducer::finalize() {
     --s.pending;
   }
   launch_ready();
+  // Every bucket's used-flags are read in one transfer after all waits: on a GPU (nccl) wait() only
+  // orders the compute stream, and this one read is the only time backward waits on the host.
+  std::vector<Tensor> flags;
   for (size_t bi = 0; bi < buckets_.size(); ++bi) {
     BucketState& s = state_[bi];
     s.work.wait();
@@ -215,15 +218,18 @@ void Reducer::finalize() {
       s.wire = Tensor();
     }
     events_.push_back({ReducerEvent::Kind::bucket_finished, static_cast<int64_t>(bi)});
+    const int64_t count = static_cast<int64_t>(buckets_[bi].params.size());
+    flags.push_back(ops::to_dtype(ops::narrow(s.buffer, 0, s.buffer.numel() - count, count), DType::f64));
+  }
+  if (flags.empty()) return;
+  // The flags were averaged too: non-zero where at least one rank had the grad.
+  const std::vector<double> used = ops::cat(flags, 0).to_vector<double>();
+  size_t at = 0;
+  for (size_t bi = 0; bi < buckets_.size(); ++bi) {
     const Bucket& b = buckets_[bi];
-    const int64_t grads = s.buffer.numel() - static_cast<int64_t>(b.params.size());
-    // The flags were averaged too: non-zero where at least one rank had the grad.
-    const std::vector<double> used =
-        ops::to_dtype(ops::narrow(s.buffer, 0, grads, static_cast<int64_t>(b.params.size())), DType::f64)
-            .to_vector<double>();
     // The grads are views of the bucket (c10d's gradient_as_bucket_view), so nothing is copied back.
-    for (size_t j = 0; j < b.params.size(); ++j)
-      if (used[j] != 0.0) params_[b.params[j]].set_grad(s.slots[j]);
+    for (size_t j = 0; j < b.params.size(); ++j, ++at)
+      if (used[at] != 0.0) params_[b.params[j]].set_grad(state_[bi].slots[j]);
   }
 }
 

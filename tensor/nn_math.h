@@ -17,6 +17,27 @@ ACCEL_HD C softmax_elem(C x, C row_max, C inv_sum) {
   return math_exp(x - row_max) * inv_sum;
 }
 
+// Running (max, sum of exp(x - max)) of a softmax row, for kernels that read a row once: folding in
+// another part's (max2, sum2) rescales whichever sum was taken against the smaller max. Any split of
+// the row and any combine order give the two-pass answer up to rounding; -inf parts add nothing.
+template <class C>
+ACCEL_HD void online_softmax_combine(C& row_max, C& sum_exp, C max2, C sum2) {
+  if (max2 > row_max) {
+    sum_exp = sum_exp * math_exp(row_max - max2) + sum2;
+    row_max = max2;
+  } else if (max2 == row_max) {
+    sum_exp += sum2;
+  } else {
+    sum_exp += sum2 * math_exp(max2 - row_max);
+  }
+}
+
+// Folds one element x into a running (max, sum of exp(x - max)).
+template <class C>
+ACCEL_HD void online_softmax_add(C& row_max, C& sum_exp, C x) {
+  online_softmax_combine(row_max, sum_exp, x, C(1));
+}
+
 // Log-softmax of one element, given its row's max and log(sum(exp(x - max))).
 template <class C>
 ACCEL_HD C log_softmax_elem(C x, C row_max, C log_sum) {
@@ -77,8 +98,12 @@ ACCEL_HD C cross_entropy_grad_elem(C x, C row_max, C inv_sum, bool is_target, C 
 
 // Dropout keeps element i when its uniform draw u in [0, 1) satisfies u >= p: p = 0 keeps every
 // element and p = 1 none. u has 24 random bits, so the kept fraction is 1 - ceil(p * 2^24) / 2^24.
+ACCEL_HD bool dropout_keep_word(uint32_t word, float p) { return philox_uniform(word) >= p; }
+
+// Element i's decision: word i % 4 of Philox block offset + i / 4. Kernels that draw a whole block
+// per thread call dropout_keep_word on each of its four words, which is the same decision.
 ACCEL_HD bool dropout_keep(uint64_t seed, uint64_t offset, uint64_t i, float p) {
-  return random_uniform_at(seed, offset, i) >= p;
+  return dropout_keep_word(philox4x32(seed, offset + i / 4, 0).v[i % 4], p);
 }
 
 // A kept element scaled by 1 / (1 - p) (passed in as scale), or zero; never x * 0 * inf.

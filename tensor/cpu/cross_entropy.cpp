@@ -2,12 +2,11 @@
 // are then reduced in row order (in f64), so a mean or sum does not depend on the thread count.
 #include "tensor/cpu/cross_entropy.h"
 
-#include <fmt/format.h>
-
 #include <algorithm>
 #include <limits>
 #include <vector>
 
+#include "tensor/cpu/index_check.h"
 #include "tensor/cpu/loop.h"
 #include "tensor/cpu/map.h"
 #include "tensor/cpu/vec_math.h"
@@ -16,29 +15,6 @@
 namespace accel::cpu {
 
 namespace {
-
-template <class F>
-void dispatch_index(DType dtype, const char* op, F&& f) {
-  if (dtype == DType::i64) f.template operator()<int64_t>();
-  else if (dtype == DType::i32) f.template operator()<int32_t>();
-  else throw_unsupported_dtype(op, dtype, "i64 or i32");
-}
-
-// Checks every target before the parallel loop (a throw inside it would terminate) and returns how
-// many rows count towards a mean.
-template <class I>
-int64_t check_targets(const char* op, const I* target, int64_t rows, int64_t classes, int64_t ignore_index) {
-  int64_t counted = 0;
-  for (int64_t n = 0; n < rows; ++n) {
-    const int64_t t = static_cast<int64_t>(target[n]);
-    if (t == ignore_index) continue;
-    if (t < 0 || t >= classes)
-      throw Error(fmt::format("{}: target[{}] = {} is out of range for {} classes (ignore_index is {})", op, n, t,
-                              classes, ignore_index));
-    ++counted;
-  }
-  return counted;
-}
 
 // The max of a row and sum(exp(x - max)); f32/f64 rows go through Eigen's vectorised exp.
 template <class T, class C = compute_t<T>>

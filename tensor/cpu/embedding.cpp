@@ -2,37 +2,14 @@
 // sort, then each output row sums its own positions, so no two threads write the same row.
 #include "tensor/cpu/embedding.h"
 
-#include <fmt/format.h>
-
 #include <cstring>
 #include <vector>
 
+#include "tensor/cpu/index_check.h"
 #include "tensor/cpu/loop.h"
 #include "tensor/cpu/map.h"
 
 namespace accel::cpu {
-
-namespace {
-
-// Calls f.template operator()<I>() with I the index type (indices are checked to be i64 or i32).
-template <class F>
-void dispatch_index(DType dtype, const char* op, F&& f) {
-  if (dtype == DType::i64) f.template operator()<int64_t>();
-  else if (dtype == DType::i32) f.template operator()<int32_t>();
-  else throw_unsupported_dtype(op, dtype, "i64 or i32");
-}
-
-// Throws for the first index outside [0, rows); runs before any parallel loop, where a throw would
-// terminate the program.
-template <class I>
-void check_indices(const char* op, const I* idx, int64_t n, int64_t rows, const Shape& weight_shape) {
-  for (int64_t i = 0; i < n; ++i)
-    if (idx[i] < 0 || idx[i] >= rows)
-      throw Error(fmt::format("{}: indices[{}] = {} is out of range for {} rows (weight {})", op, i,
-                              static_cast<int64_t>(idx[i]), rows, shape_str(weight_shape)));
-}
-
-}  // namespace
 
 void embedding(const Tensor& out, const Tensor& weight, const Tensor& indices) {
   const int64_t rows = weight.shape()[0], dim = weight.shape()[1], n = indices.numel();
@@ -53,13 +30,8 @@ void embedding_backward(const Tensor& grad_weight, const Tensor& grad_out, const
   dispatch_index(indices.dtype(), "embedding_backward", [&]<class I>() {
     const I* idx = static_cast<const I*>(indices.data_ptr());
     check_indices("embedding_backward", idx, n, rows, grad_weight.shape());
-    // Counting sort of positions by index: positions of row k are order[start[k] .. start[k + 1]),
-    // in increasing order.
-    std::vector<int64_t> start(static_cast<size_t>(rows) + 1, 0), order(static_cast<size_t>(n));
-    for (int64_t i = 0; i < n; ++i) ++start[static_cast<size_t>(idx[i]) + 1];
-    for (int64_t k = 0; k < rows; ++k) start[k + 1] += start[k];
-    std::vector<int64_t> fill(start.begin(), start.end() - 1);
-    for (int64_t i = 0; i < n; ++i) order[fill[static_cast<size_t>(idx[i])]++] = i;
+    std::vector<int64_t> start, order;
+    group_by_index(idx, n, rows, start, order);
 
     dispatch_floating(grad_out.dtype(), "embedding_backward", [&]<class T>() {
       using C = compute_t<T>;

@@ -1,8 +1,6 @@
-// CPU fused optimizer updates: each element is loaded once, updated by the shared math of
-// tensor/optim_math.h in the compute type, and stored once.
+// CPU fused optimizer updates and the loss scaler's unscale: each element is loaded once, updated by
+// the shared math of tensor/optim_math.h in the compute type, and stored once.
 #include "tensor/cpu/optim.h"
-
-#include <cmath>
 
 #include "tensor/cpu/loop.h"
 #include "tensor/cpu/map.h"
@@ -12,20 +10,15 @@ namespace accel::cpu {
 
 void sgd_step_(const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
                const std::vector<Tensor>& momentum_buffers, const ops::SgdConfig& config, bool first_step) {
-  const bool use_momentum = config.momentum != 0.0;
+  const SgdCoeffs<double> coeffs = sgd_coeffs(config.lr, config.momentum, config.dampening, config.weight_decay,
+                                              config.nesterov, first_step);
   for (size_t t = 0; t < params.size(); ++t) {
     dispatch_floating(params[t].dtype(), "sgd_step_", [&]<class T>() {
       using C = compute_t<T>;
-      const SgdCoeffs<C> k{static_cast<C>(config.lr),
-                           static_cast<C>(config.momentum),
-                           static_cast<C>(1.0 - config.dampening),
-                           static_cast<C>(config.weight_decay),
-                           use_momentum,
-                           config.nesterov,
-                           first_step};
+      const SgdCoeffs<C> k = coeffs_as<C>(coeffs);
       T* p = static_cast<T*>(params[t].data_ptr());
       const T* g = static_cast<const T*>(grads[t].data_ptr());
-      C* buf = use_momentum ? static_cast<C*>(momentum_buffers[t].data_ptr()) : nullptr;
+      C* buf = k.use_momentum ? static_cast<C*>(momentum_buffers[t].data_ptr()) : nullptr;
       const int64_t n = params[t].numel();
 #pragma omp parallel for if (n > kParallelGrain)
       for (int64_t i = 0; i < n; ++i) {
@@ -39,19 +32,12 @@ void sgd_step_(const std::vector<Tensor>& params, const std::vector<Tensor>& gra
 void adamw_step_(const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
                  const std::vector<Tensor>& exp_avgs, const std::vector<Tensor>& exp_avg_sqs,
                  const ops::AdamWConfig& config, int64_t step) {
-  // Bias corrections in f64 on the host, like PyTorch's Python-float step size.
-  const double bias_correction1 = 1.0 - std::pow(config.beta1, static_cast<double>(step));
-  const double bias_correction2 = 1.0 - std::pow(config.beta2, static_cast<double>(step));
+  const AdamWCoeffs<double> coeffs =
+      adamw_coeffs(config.lr, config.beta1, config.beta2, config.eps, config.weight_decay, step);
   for (size_t t = 0; t < params.size(); ++t) {
     dispatch_floating(params[t].dtype(), "adamw_step_", [&]<class T>() {
       using C = compute_t<T>;
-      const AdamWCoeffs<C> k{static_cast<C>(1.0 - config.beta1),
-                             static_cast<C>(config.beta2),
-                             static_cast<C>(1.0 - config.beta2),
-                             static_cast<C>(config.eps),
-                             static_cast<C>(1.0 - config.lr * config.weight_decay),
-                             static_cast<C>(config.lr / bias_correction1),
-                             static_cast<C>(std::sqrt(bias_correction2))};
+      const AdamWCoeffs<C> k = coeffs_as<C>(coeffs);
       T* p = static_cast<T*>(params[t].data_ptr());
       const T* g = static_cast<const T*>(grads[t].data_ptr());
       C* m = static_cast<C*>(exp_avgs[t].data_ptr());
@@ -63,24 +49,25 @@ void adamw_step_(const std::vector<Tensor>& params, const std::vector<Tensor>& g
   }
 }
 
-void unscale_and_check_(const std::vector<Tensor>& grads, double inv_scale, bool& finite) {
+bool unscale_and_check_(const std::vector<Tensor>& grads, double inv_scale) {
+  bool all_finite = true;
   for (const Tensor& grad : grads) {
     dispatch_floating(grad.dtype(), "unscale_and_check_", [&]<class T>() {
       using C = compute_t<T>;
-      const C k = static_cast<C>(inv_scale);
+      const C s = static_cast<C>(inv_scale);
       T* g = static_cast<T*>(grad.data_ptr());
       const int64_t n = grad.numel();
-      // Each thread keeps its own flag; a plain && reduction folds them, with no shared write per element.
-      bool all_finite = true;
-#pragma omp parallel for reduction(&& : all_finite) if (n > kParallelGrain)
+      bool finite = true;
+#pragma omp parallel for if (n > kParallelGrain) reduction(&& : finite)
       for (int64_t i = 0; i < n; ++i) {
-        bool ok = true;
-        g[i] = store<T>(unscale_grad(load(g[i]), k, ok));
-        all_finite = all_finite && ok;
+        bool element_finite = true;
+        g[i] = store<T>(unscale_grad(load(g[i]), s, element_finite));
+        finite = finite && element_finite;
       }
-      if (!all_finite) finite = false;
+      all_finite = all_finite && finite;
     });
   }
+  return !all_finite;
 }
 
 }  // namespace accel::cpu

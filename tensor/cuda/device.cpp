@@ -1,6 +1,7 @@
 // Device discovery and the current-device guard.
 #include "tensor/cuda/device.h"
 
+#include <cublasLt.h>
 #include <cuda_runtime_api.h>
 #include <fmt/format.h>
 
@@ -63,6 +64,20 @@ DeviceProperties device_properties(int device) {
   p.total_memory = prop.totalGlobalMem;
   p.l2_cache = static_cast<size_t>(prop.l2CacheSize);
   return p;
+}
+
+CudaVersions versions() {
+  CudaVersions v;
+  if (cudaRuntimeGetVersion(&v.runtime) != cudaSuccess) {
+    cudaGetLastError();
+    v.runtime = 0;
+  }
+  if (cudaDriverGetVersion(&v.driver) != cudaSuccess) {
+    cudaGetLastError();
+    v.driver = 0;
+  }
+  v.cublas = cublasLtGetVersion();
+  return v;
 }
 
 DeviceGuard::DeviceGuard(int device) : current_(device) {

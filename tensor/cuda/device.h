@@ -28,6 +28,15 @@ struct DeviceProperties {
 };
 DeviceProperties device_properties(int device);
 
+// Versions for `accel env`, as CUDA encodes them (runtime and driver 13000 for 13.0; cuBLAS 130100
+// for 13.1.0). The driver's is 0 when no driver is installed. Never throws.
+struct CudaVersions {
+  int runtime = 0;
+  int driver = 0;
+  size_t cublas = 0;
+};
+CudaVersions versions();
+
 // Makes `device` current on this thread and restores the previous one on destruction.
 class DeviceGuard {
  public:

@@ -3,8 +3,8 @@
 #include "tensor/cuda/reduce.h"
 
 #include "kernels/reduce.h"
-#include "tensor/cuda/allocator.h"
 #include "tensor/cuda/device.h"
+#include "tensor/cuda/scratch.h"
 #include "tensor/cuda/stream.h"
 
 namespace accel::cuda {
@@ -19,21 +19,6 @@ kernels::RowReduce to_kernel_op(cpu::ReduceOp op) {
   }
   return kernels::RowReduce::max;
 }
-
-// Device scratch memory for one launch. Freed right after queueing: the stream rule of the caching
-// allocator (tensor/cuda/allocator.h) makes that safe.
-class Scratch {
- public:
-  Scratch(size_t nbytes, Device device) : ptr_(device_allocate(nbytes, device)), device_(device) {}
-  ~Scratch() { device_free(ptr_, device_); }
-  Scratch(const Scratch&) = delete;
-  Scratch& operator=(const Scratch&) = delete;
-  void* get() const { return ptr_; }
-
- private:
-  void* ptr_;
-  Device device_;
-};
 
 }  // namespace
 

@@ -3,15 +3,16 @@
 
 #include <fmt/format.h>
 
-#include <cstring>
-
 #include "accel_config.h"
 #include "tensor/cpu/copy.h"
+#include "tensor/cpu/index_select.h"
 #include "tensor/creation.h"
+#include "tensor/dispatch.h"
 #include "tensor/ops/views.h"
 
 #if ACCEL_WITH_CUDA
 #include "tensor/cuda/copy.h"
+#include "tensor/cuda/index_select.h"
 #endif
 
 namespace accel::ops {
@@ -98,23 +99,17 @@ Tensor index_select(const Tensor& t, int64_t dim, const Tensor& index) {
   if (index.dim() != 1 || (index.dtype() != DType::i64 && index.dtype() != DType::i32))
     throw Error(fmt::format("index_select: index must be a 1-d i64 or i32 tensor, got {} {}",
                             dtype_name(index.dtype()), shape_str(index.shape())));
-  const Tensor idx = to_device(to_dtype(index, DType::i64), Device::cpu());
-  const std::vector<int64_t> rows = idx.to_vector<int64_t>();
-  const int64_t size = t.shape()[d];
-  for (int64_t r : rows)
-    if (r < 0 || r >= size)
-      throw Error(fmt::format("index_select: index {} out of range for dim {} of size {}", r, d, size));
-  Shape shape = t.shape();
-  shape[d] = static_cast<int64_t>(rows.size());
-  Tensor out = empty(shape, t.dtype(), t.device());
-  if (d == 0 && t.is_contiguous() && t.device().is_cpu()) {  // the data loader's case: whole rows
-    const size_t row_bytes = t.nbytes() / static_cast<size_t>(std::max<int64_t>(size, 1));
-    const char* src = static_cast<const char*>(t.data_ptr());
-    char* dst = static_cast<char*>(out.data_ptr());
-    for (size_t i = 0; i < rows.size(); ++i) std::memcpy(dst + i * row_bytes, src + rows[i] * row_bytes, row_bytes);
-    return out;
+  int64_t outer = 1, inner = 1;
+  for (int64_t i = 0; i < t.dim(); ++i) {
+    if (i < d) outer *= t.shape()[i];
+    if (i > d) inner *= t.shape()[i];
   }
-  for (size_t i = 0; i < rows.size(); ++i) copy_(select(out, d, static_cast<int64_t>(i)), select(t, d, rows[i]));
+  Shape shape = t.shape();
+  shape[d] = index.numel();
+  Tensor out = empty(shape, t.dtype(), t.device());
+  // The index may live elsewhere (a CPU index into a device tensor); the kernel reads it where t is.
+  const Tensor idx = contiguous(to_device(index, t.device()));
+  ACCEL_DISPATCH("index_select", t.device(), index_select, out, contiguous(t), idx, d, outer, t.shape()[d], inner);
   return out;
 }
 

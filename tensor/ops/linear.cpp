@@ -1,14 +1,20 @@
 // Raw linear entry point: checks the operands once, folds x's leading dims into GEMM rows and
-// dispatches; devices without a fused kernel get matmul plus a broadcast add.
+// dispatches: the CPU's fused kernel, or on CUDA one cuBLASLt GEMM with the bias in its epilogue.
 #include "tensor/ops/linear.h"
 
 #include <fmt/format.h>
 
+#include "accel_config.h"
 #include "tensor/cpu/matmul.h"
 #include "tensor/creation.h"
+#include "tensor/dispatch.h"
 #include "tensor/ops/elementwise.h"
 #include "tensor/ops/matmul.h"
 #include "tensor/ops/views.h"
+
+#if ACCEL_WITH_CUDA
+#include "tensor/cuda/matmul.h"
+#endif
 
 namespace accel::ops {
 
@@ -33,18 +39,25 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   }
   if (!is_floating(x.dtype())) throw_unsupported_dtype("linear", x.dtype(), "a floating dtype (f64, f32, f16, bf16)");
 
-  if (!x.device().is_cpu()) {
-    Tensor out = matmul(x, transpose(weight, 0, 1));
-    return bias.defined() ? add(out, bias) : out;
-  }
   const int64_t in = weight.size(1), out_features = weight.size(0);
   Shape out_shape = x.shape();
   out_shape.back() = out_features;
   Tensor out = empty(out_shape, x.dtype(), x.device());
   // [rows, in]: a view when x's leading dims merge (any contiguous x), else a copy.
   const Tensor x2 = x.dim() == 2 ? x : reshape(x, {-1, in});
-  cpu::linear(view(out, {x2.size(0), out_features}), x2, weight, bias);
+  const Tensor out2 = view(out, {x2.size(0), out_features});
+  if (x.device().is_cpu()) {
+    cpu::linear(out2, x2, weight, bias);
+    return out;
+  }
+#if ACCEL_WITH_CUDA
+  // cuBLASLt reads the weight transposed in place and adds the bias in its epilogue.
+  if (bias.defined()) cuda::matmul_bias(out2, x2, transpose(weight, 0, 1), contiguous(bias));
+  else cuda::matmul(out2, x2, transpose(weight, 0, 1));
   return out;
+#else
+  throw_no_cuda("linear", x.device());
+#endif
 }
 
 }  // namespace accel::ops

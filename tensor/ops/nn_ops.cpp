@@ -19,8 +19,13 @@
 #include "tensor/ops/views.h"
 #include "tensor/philox.h"
 
-// The CUDA kernels of these ops come with phase 2 of the CUDA backend; until then device tensors get
-// a clear error from ACCEL_DISPATCH_CPU_ONLY.
+#if ACCEL_WITH_CUDA
+#include "tensor/cuda/cross_entropy.h"
+#include "tensor/cuda/dropout.h"
+#include "tensor/cuda/embedding.h"
+#include "tensor/cuda/layer_norm.h"
+#include "tensor/cuda/softmax.h"
+#endif
 
 namespace accel::ops {
 
@@ -89,7 +94,7 @@ Tensor softmax_forward(const char* op, const Tensor& x, int64_t dim, bool is_log
   check_floating(op, x);
   const DimSplit s = split_at(x.shape(), normalize_dim(op, dim, x.dim()));
   Tensor out = empty(x.shape(), x.dtype(), x.device());
-  ACCEL_DISPATCH_CPU_ONLY(op, x.device(), softmax, out, contiguous(x), s.outer, s.size, s.inner, is_log);
+  ACCEL_DISPATCH(op, x.device(), softmax, out, contiguous(x), s.outer, s.size, s.inner, is_log);
   return out;
 }
 
@@ -104,7 +109,7 @@ Tensor softmax_backward_impl(const char* op, const Tensor& grad_out, const Tenso
                             shape_str(out.shape())));
   const DimSplit s = split_at(out.shape(), normalize_dim(op, dim, out.dim()));
   Tensor grad_in = empty(out.shape(), out.dtype(), out.device());
-  ACCEL_DISPATCH_CPU_ONLY(op, out.device(), softmax_backward, grad_in, contiguous(grad_out), contiguous(out), s.outer, s.size,
+  ACCEL_DISPATCH(op, out.device(), softmax_backward, grad_in, contiguous(grad_out), contiguous(out), s.outer, s.size,
                  s.inner, is_log);
   return grad_in;
 }
@@ -217,7 +222,7 @@ LayerNormResult layer_norm(const Tensor& x, const Tensor& weight, const Tensor& 
   const DType sd = stats_dtype(x.dtype());
   LayerNormResult r{empty(x.shape(), x.dtype(), x.device()), empty(without_last(x.shape()), sd, x.device()),
                     empty(without_last(x.shape()), sd, x.device())};
-  ACCEL_DISPATCH_CPU_ONLY(op, x.device(), layer_norm, r.out, r.mean, r.rstd, contiguous(x),
+  ACCEL_DISPATCH(op, x.device(), layer_norm, r.out, r.mean, r.rstd, contiguous(x),
                  weight.defined() ? contiguous(weight) : weight, bias.defined() ? contiguous(bias) : bias, eps);
   return r;
 }
@@ -246,7 +251,7 @@ LayerNormGrads layer_norm_backward(const Tensor& grad_out, const Tensor& x, cons
   LayerNormGrads g{empty(x.shape(), x.dtype(), x.device()),
                    weight.defined() ? empty(affine, x.dtype(), x.device()) : Tensor(),
                    bias.defined() ? empty(affine, x.dtype(), x.device()) : Tensor()};
-  ACCEL_DISPATCH_CPU_ONLY(op, x.device(), layer_norm_backward, g.grad_input, g.grad_weight, g.grad_bias, contiguous(grad_out),
+  ACCEL_DISPATCH(op, x.device(), layer_norm_backward, g.grad_input, g.grad_weight, g.grad_bias, contiguous(grad_out),
                  contiguous(x), contiguous(mean), contiguous(rstd), weight.defined() ? contiguous(weight) : weight);
   return g;
 }
@@ -262,7 +267,7 @@ Tensor embedding(const Tensor& weight, const Tensor& indices) {
   Shape out_shape = indices.shape();
   out_shape.push_back(weight.shape()[1]);
   Tensor out = empty(out_shape, weight.dtype(), weight.device());
-  ACCEL_DISPATCH_CPU_ONLY(op, weight.device(), embedding, out, contiguous(weight), contiguous(indices));
+  ACCEL_DISPATCH(op, weight.device(), embedding, out, contiguous(weight), contiguous(indices));
   return out;
 }
 
@@ -280,7 +285,7 @@ Tensor embedding_backward(const Tensor& grad_out, const Tensor& indices, int64_t
     throw Error(fmt::format("embedding_backward: grad_out {} must be the indices' shape {} plus one trailing dim",
                             shape_str(grad_out.shape()), shape_str(indices.shape())));
   Tensor grad_weight = empty({num_weights, grad_out.shape().back()}, grad_out.dtype(), grad_out.device());
-  ACCEL_DISPATCH_CPU_ONLY(op, grad_out.device(), embedding_backward, grad_weight, contiguous(grad_out), contiguous(indices));
+  ACCEL_DISPATCH(op, grad_out.device(), embedding_backward, grad_weight, contiguous(grad_out), contiguous(indices));
   return grad_weight;
 }
 
@@ -288,7 +293,7 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, int64_t ignore_
   const char* op = "cross_entropy";
   check_cross_entropy_inputs(op, logits, target);
   Tensor loss = empty(loss_shape(logits, reduction), stats_dtype(logits.dtype()), logits.device());
-  ACCEL_DISPATCH_CPU_ONLY(op, logits.device(), cross_entropy, loss, contiguous(logits), contiguous(target), ignore_index,
+  ACCEL_DISPATCH(op, logits.device(), cross_entropy, loss, contiguous(logits), contiguous(target), ignore_index,
                  reduction);
   return loss;
 }
@@ -308,7 +313,7 @@ Tensor cross_entropy_backward(const Tensor& grad_loss, const Tensor& logits, con
                             dtype_name(grad_loss.dtype()), dtype_name(ld), dtype_name(logits.dtype())));
   check_same_device(op, grad_loss, "grad_loss", logits, "logits");
   Tensor grad = empty(logits.shape(), logits.dtype(), logits.device());
-  ACCEL_DISPATCH_CPU_ONLY(op, logits.device(), cross_entropy_backward, grad, contiguous(grad_loss), contiguous(logits),
+  ACCEL_DISPATCH(op, logits.device(), cross_entropy_backward, grad, contiguous(grad_loss), contiguous(logits),
                  contiguous(target), ignore_index, reduction);
   return grad;
 }
@@ -323,7 +328,7 @@ DropoutResult dropout(const Tensor& x, double p, Generator& gen) {
   if (p == 0.0) return {x, full(x.shape(), 1.0, DType::boolean, x.device())};
   DropoutResult r{empty(x.shape(), x.dtype(), x.device()), empty(x.shape(), DType::boolean, x.device())};
   const double scale = p < 1.0 ? 1.0 / (1.0 - p) : 0.0;  // nothing is kept at p = 1
-  ACCEL_DISPATCH_CPU_ONLY(op, x.device(), dropout, r.out, r.keep_mask, contiguous(x), static_cast<float>(p), scale, seed,
+  ACCEL_DISPATCH(op, x.device(), dropout, r.out, r.keep_mask, contiguous(x), static_cast<float>(p), scale, seed,
                  offset);
   return r;
 }

@@ -10,8 +10,9 @@
 #include "tensor/dispatch.h"
 #include "tensor/ops/views.h"
 
-// The CUDA kernels of these ops come with phase 2 of the CUDA backend; until then device tensors get
-// a clear error from ACCEL_DISPATCH_CPU_ONLY.
+#if ACCEL_WITH_CUDA
+#include "tensor/cuda/optim.h"
+#endif
 
 namespace accel::ops {
 
@@ -99,7 +100,7 @@ void sgd_step_(const std::vector<Tensor>& params, const std::vector<Tensor>& gra
       check_companion(op, momentum_buffers[i], "momentum_buffers", i, params[i], true);
   }
   if (params.empty()) return;
-  ACCEL_DISPATCH_CPU_ONLY(op, params[0].device(), sgd_step_, params, g, momentum_buffers, config, first_step);
+  ACCEL_DISPATCH(op, params[0].device(), sgd_step_, params, g, momentum_buffers, config, first_step);
 }
 
 void adamw_step_(const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
@@ -121,7 +122,7 @@ void adamw_step_(const std::vector<Tensor>& params, const std::vector<Tensor>& g
     check_companion(op, exp_avg_sqs[i], "exp_avg_sqs", i, params[i], true);
   }
   if (params.empty()) return;
-  ACCEL_DISPATCH_CPU_ONLY(op, params[0].device(), adamw_step_, params, g, exp_avgs, exp_avg_sqs, config, step);
+  ACCEL_DISPATCH(op, params[0].device(), adamw_step_, params, g, exp_avgs, exp_avg_sqs, config, step);
 }
 
 bool unscale_and_check_(const std::vector<Tensor>& grads, double inv_scale) {
@@ -140,9 +141,12 @@ bool unscale_and_check_(const std::vector<Tensor>& grads, double inv_scale) {
     check_contiguous(op, g, "grads", i);
   }
   if (grads.empty()) return false;
-  bool finite = true;
-  ACCEL_DISPATCH_CPU_ONLY(op, grads[0].device(), unscale_and_check_, grads, inv_scale, finite);
-  return !finite;
+  if (grads[0].device().is_cpu()) return cpu::unscale_and_check_(grads, inv_scale);
+#if ACCEL_WITH_CUDA
+  return cuda::unscale_and_check_(grads, inv_scale);
+#else
+  throw_no_cuda(op, grads[0].device());
+#endif
 }
 
 }  // namespace accel::ops

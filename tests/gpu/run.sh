@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # The GPU check, in one call: builds accel with CUDA (sm_90 by default) in its own build dir, runs the
-# CUDA tests and the GPU benchmarks, and writes OUT_DIR/gpu_check.log (everything printed) and
-# OUT_DIR/gpu_check.json (each test's status, each benchmark's numbers, an overall verdict).
+# CUDA tests (single process, then the multi-rank ones under mpirun: 1 rank, and 2 ranks that share
+# the GPU when there is one) and the GPU benchmarks, and writes OUT_DIR/gpu_check.log (everything
+# printed) and OUT_DIR/gpu_check.json (each test's status, each benchmark's numbers, a verdict).
 #   tests/gpu/run.sh OUT_DIR
 # Exit status 0 only when the build succeeds, no test fails and every benchmark requirement is met.
 # Without a GPU it still builds and runs: every GPU test is reported skipped, never passed.
 # Environment: ACCEL_GPU_ARCHS (default 90), ACCEL_GPU_BUILD_DIR (default build-gpu, reused when it
-# exists), ACCEL_GPU_JOBS (default: all cores). docs/gpu.md explains the output.
+# exists), ACCEL_GPU_REUSE=1 (build in that dir with the options it has, e.g. a CPU machine's own
+# build dir), ACCEL_GPU_JOBS (default: all cores). docs/gpu.md explains the output.
 set -uo pipefail
 
 if [ $# -ne 1 ]; then
@@ -50,7 +52,9 @@ build_ok=true
 build_start=$SECONDS
 # -Dwerror=false: warnings are CI's job (on the compiler CI uses); here a newer g++'s new warning
 # must not cost the GPU window. The targets are only what this check runs.
-if [ -f "$build/build.ninja" ]; then
+if [ -f "$build/build.ninja" ] && [ "${ACCEL_GPU_REUSE:-0}" = 1 ]; then
+  echo "reusing $build as it is configured (ACCEL_GPU_REUSE=1)"
+elif [ -f "$build/build.ninja" ]; then
   meson setup --reconfigure "$build" -Dcuda=enabled -Dgpu_archs="$archs" -Dwerror=false -Dbuildtype=release \
     || build_ok=false
 else
@@ -58,7 +62,12 @@ else
     || build_ok=false
 fi
 if $build_ok; then
-  ninja -C "$build" -j "$jobs" tests/gpu/test_cuda_host tests/gpu/test_gpu bench/gpu_kernels || build_ok=false
+  targets=(tests/gpu/test_cuda_host tests/gpu/test_gpu bench/gpu_kernels)
+  # test_gpu_dist exists when the build found MPI.
+  if ninja -C "$build" -t targets all 2>/dev/null | grep -q '^tests/gpu/test_gpu_dist:'; then
+    targets+=(tests/gpu/test_gpu_dist)
+  fi
+  ninja -C "$build" -j "$jobs" "${targets[@]}" || build_ok=false
 fi
 build_seconds=$((SECONDS - build_start))
 echo "build: $($build_ok && echo ok || echo FAILED) in ${build_seconds}s"
@@ -82,10 +91,23 @@ run_step() {
 
 if $build_ok; then
   export ACCEL_TEST_RESULTS=$results
-  run_step test_cuda_host 120 "$build/tests/gpu/test_cuda_host"
-  run_step test_gpu 300 "$build/tests/gpu/test_gpu"
+  run_step test_cuda_host 60 "$build/tests/gpu/test_cuda_host"
+  run_step test_gpu 180 "$build/tests/gpu/test_gpu"
+  if [ -x "$build/tests/gpu/test_gpu_dist" ] && command -v mpirun >/dev/null 2>&1; then
+    mpi_args=(--oversubscribe --bind-to none)
+    [ "$(id -u)" = 0 ] && mpi_args+=(--allow-run-as-root)
+    # One rank (the mpi and nccl backends, and the Accelerator on nccl), then two ranks: with one GPU
+    # they share it through the mpi backend; with two or more, each has its own and nccl runs too.
+    for np in 1 2; do
+      run_step "test_gpu_dist_np$np" 90 env OMP_NUM_THREADS=2 mpirun -np "$np" "${mpi_args[@]}" "$build/tests/gpu/test_gpu_dist"
+    done
+  else
+    section "test_gpu_dist"
+    echo "test_gpu_dist: not built (no MPI) or no mpirun: the multi-rank GPU tests did not run"
+    status[test_gpu_dist]=1
+  fi
   unset ACCEL_TEST_RESULTS
-  run_step gpu_kernels 180 "$build/bench/gpu_kernels" --json "$bench_json"
+  run_step gpu_kernels 150 "$build/bench/gpu_kernels" --json "$bench_json"
 fi
 
 section "summary"
@@ -115,8 +137,9 @@ counts = {s: sum(1 for t in tests if t["status"] == s) for s in ("passed", "fail
 # An executable that crashed or was killed fails the check even if its last test was not recorded.
 executables_ok = all(rc in (0, 77) for rc in status.values())
 bench_ok = status.get("gpu_kernels") in (0, 77)
-ok = build_ok == "true" and counts["failed"] == 0 and executables_ok and bench_ok and len(status) == 3
-gpu_ran = status.get("test_gpu") == 0
+expected = {"test_cuda_host", "test_gpu", "test_gpu_dist_np1", "test_gpu_dist_np2", "gpu_kernels"}
+ok = build_ok == "true" and counts["failed"] == 0 and executables_ok and bench_ok and set(status) == expected
+gpu_ran = status.get("test_gpu") == 0 and status.get("test_gpu_dist_np1") == 0
 report = {
     "started": started,
     "device": device or None,

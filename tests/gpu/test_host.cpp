@@ -1,12 +1,16 @@
 // The host side of the CUDA backend, which needs no GPU: how launches are laid out, how GEMM
-// operands map onto cuBLAS, the reduction plan, error messages, and what happens without a device.
+// operands map onto cuBLAS, the reduction and row-kernel plans, the multi-tensor chunks, error
+// messages, `accel env`, and what happens without a device.
 #include <doctest/doctest.h>
 #include <fmt/format.h>
 
 #include <vector>
 
 #include "accel.h"
+#include "kernels/multi_tensor.h"
 #include "kernels/reduce.h"
+#include "kernels/row_plan.h"
+#include "runtime/env_report.h"
 #include "tensor/cuda/check.h"
 #include "tensor/cuda/device.h"
 #include "tensor/cuda/gemm_plan.h"
@@ -147,6 +151,69 @@ TEST_CASE("reduce plan: each shape goes where its parallelism is") {
   CHECK(kernels::plan_reduce_rows(3, 16384).splits == 1);
   CHECK(kernels::reduce_rows_workspace_bytes(kernels::plan_reduce_rows(3, 16384), 3) == 0);
   CHECK(kernels::reduce_rows_workspace_bytes(long_row, 1) == static_cast<size_t>(long_row.splits) * 8);
+}
+
+TEST_CASE("row plan: rows that fit a group's registers are cached, with the smallest group that holds them") {
+  // f32 (4 per vector), 32 values per thread: a warp holds 1024, a block of 512 holds 16384.
+  kernels::RowPlan p = kernels::plan_rows(1000, 4, 32);
+  CHECK(p.cached);
+  CHECK(p.group == 32);
+  CHECK(p.threads == kernels::kRowBlockThreads);
+  CHECK(p.rows_per_block() == 8);
+  CHECK(p.k == 8);  // 250 vectors over 32 lanes
+  CHECK(p.blocks(37) == 5);
+  p = kernels::plan_rows(4096, 4, 32);
+  CHECK(p.cached);
+  CHECK(p.group == 128);
+  CHECK(p.threads == 128);
+  CHECK(p.k == 8);
+  CHECK(p.k * p.vec <= 32);
+  p = kernels::plan_rows(64, 8, 32);  // bf16 attention rows: 8 vectors, one per lane
+  CHECK(p.cached);
+  CHECK(p.group == 32);
+  CHECK(p.k == 1);
+  p = kernels::plan_rows(16384, 4, 32);
+  CHECK(p.cached);
+  CHECK(p.group == 512);
+  // Past the registers, or without whole aligned vectors: the row streams.
+  p = kernels::plan_rows(20000, 4, 32);
+  CHECK_FALSE(p.cached);
+  CHECK(p.group == 512);
+  p = kernels::plan_rows(1002, 4, 32);  // not whole vectors
+  CHECK_FALSE(p.cached);
+  CHECK(p.group == 32);
+  p = kernels::plan_rows(4096, 0, 32);  // unaligned, or f64
+  CHECK_FALSE(p.cached);
+  CHECK(p.group == 128);
+  CHECK(kernels::plan_rows(1, 0, 0).group == 32);
+  // Every cached plan covers its row and keeps k * vec within the values a thread may hold.
+  for (int64_t size = 4; size <= 16384; size += 4) {
+    const kernels::RowPlan q = kernels::plan_rows(size, 4, 32);
+    REQUIRE(q.cached);
+    CHECK(static_cast<int64_t>(q.k) * q.group * q.vec >= size);
+    CHECK(q.k * q.vec <= 32);
+    CHECK(q.threads % q.group == 0);
+  }
+}
+
+TEST_CASE("multi-tensor chunks: a tensor takes one block per 16384 elements") {
+  CHECK(kernels::multi_tensor_blocks(0) == 0);
+  CHECK(kernels::multi_tensor_blocks(1) == 1);
+  CHECK(kernels::multi_tensor_blocks(kernels::kMultiTensorChunk) == 1);
+  CHECK(kernels::multi_tensor_blocks(kernels::kMultiTensorChunk + 1) == 2);
+}
+
+TEST_CASE("accel env: reports the CUDA runtime, driver, cuBLAS and the GPUs, with or without a GPU") {
+  const std::string report = env_report();
+  INFO(report);
+  CHECK(report.find("build options: cuda=yes") != std::string::npos);
+  CHECK(report.find("CUDA: runtime 13.") != std::string::npos);
+  CHECK(report.find("cuBLAS: 13.") != std::string::npos);
+  if (cuda::device_count() == 0) CHECK(report.find("GPUs: none visible (") != std::string::npos);
+  else CHECK(report.find(fmt::format("GPUs: {}\n  cuda:0: ", cuda::device_count())) != std::string::npos);
+#if ACCEL_WITH_NCCL
+  CHECK(report.find("NCCL: 2.") != std::string::npos);
+#endif
 }
 
 TEST_CASE("errors: CUDA and cuBLAS failures name the call, the device and the error") {

@@ -3,6 +3,7 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <limits>
 
 #include "accel.h"
 #include "tensor/ops/copy.h"
@@ -286,9 +287,37 @@ TEST_CASE("unscale_and_check_: a long grad is checked in every element across th
 TEST_CASE("unscale_and_check_: bad arguments") {
   CHECK_THROWS_WITH_AS(ops::unscale_and_check_({zeros({2}, DType::f32)}, 0.0),
                        "unscale_and_check_: inv_scale must be finite and > 0, got 0", Error);
+  CHECK_THROWS_WITH_AS(ops::unscale_and_check_({zeros({2})}, std::numeric_limits<double>::infinity()),
+                       "unscale_and_check_: inv_scale must be finite and > 0, got inf", Error);
+  CHECK_THROWS_WITH_AS(ops::unscale_and_check_({zeros({2}), Tensor()}, 0.5), "unscale_and_check_: grads[1] is undefined",
+                       Error);
   CHECK_THROWS_WITH_AS(ops::unscale_and_check_({zeros({2}, DType::i64)}, 1.0),
                        "unscale_and_check_: grads[0] is i64, expected a floating dtype (f64, f32, f16, bf16)", Error);
   CHECK_THROWS_WITH_AS(ops::unscale_and_check_({zeros({2}, DType::f32), ops::transpose(zeros({2, 3}), 0, 1)}, 1.0),
                        "unscale_and_check_: grads[1] is not contiguous (shape [3, 2], strides [1, 3]); it is updated in place",
                        Error);
+}
+
+TEST_CASE("unscale_and_check_: one list of mixed dtypes and an empty tensor, and a bad value at the end of a threaded loop") {
+  std::vector<Tensor> grads = {ops::to_dtype(from_vector<double>({1024, -2048, 0.5}), DType::f32),
+                               ops::to_dtype(from_vector<double>({4096, 8}), DType::bf16),
+                               ops::to_dtype(from_vector<double>({-64}), DType::f16),
+                               from_vector<double>({3, 6, 9, 12}), zeros({0})};
+  CHECK_FALSE(ops::unscale_and_check_(grads, 0.25));
+  CHECK(values(grads[0]) == Vec{256, -512, 0.125});
+  CHECK(values(grads[1]) == Vec{1024, 2});
+  CHECK(values(grads[2]) == Vec{-16});
+  CHECK(values(grads[3]) == Vec{0.75, 1.5, 2.25, 3});
+  // Large enough to take the threaded loop, with the bad value at the very end.
+  for (double bad : {std::numeric_limits<double>::infinity(), -std::numeric_limits<double>::infinity(),
+                     std::numeric_limits<double>::quiet_NaN()}) {
+    for (DType dtype : {DType::f32, DType::bf16, DType::f16, DType::f64}) {
+      Tensor big = ops::to_dtype(full({300001}, 2.0), dtype);
+      ops::copy_(ops::narrow(big, 0, 300000, 1), full({1}, bad));
+      std::vector<Tensor> list = {ops::to_dtype(full({3}, 1.0), DType::f32), big};
+      CHECK_MESSAGE(ops::unscale_and_check_(list, 0.5), dtype_name(dtype));
+      CHECK(values(ops::narrow(big, 0, 0, 2)) == Vec{1, 1});  // the finite elements are still scaled
+    }
+  }
+  CHECK_FALSE(ops::unscale_and_check_({}, 0.5));
 }
