@@ -93,10 +93,14 @@ Tensor max(const Tensor& t);
 Tensor argmax(const Tensor& t, int64_t dim, bool keepdim = false);
 
 Tensor matmul(const Tensor& a, const Tensor& b);
+// x @ weight^T + bias with x [..., in], weight [out, in], bias [out] or undefined (ops::linear).
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias);
 
 // Neural-network ops.
 Tensor softmax(const Tensor& x, int64_t dim);
 Tensor log_softmax(const Tensor& x, int64_t dim);
+// Softmax over the last dim of scale * x with the future masked out (ops::causal_softmax).
+Tensor causal_softmax(const Tensor& x, double scale);
 Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps = 1e-5);
 Tensor embedding(const Tensor& weight, const Tensor& indices);
 Tensor cross_entropy(const Tensor& logits, const Tensor& target, int64_t ignore_index = -100,

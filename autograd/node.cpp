@@ -35,15 +35,20 @@ AccumulateGrad::AccumulateGrad(Tensor leaf) : Node("AccumulateGrad"), leaf_(std:
 
 std::vector<Tensor> AccumulateGrad::apply(std::vector<Tensor>&& grad_outputs) {
   NoGradGuard no_grad;
-  Tensor incoming = grad_outputs.at(0);
+  // Moved out, so that a grad nobody else holds (the usual fresh result of a backward formula) is
+  // seen as such below.
+  Tensor incoming = std::move(grad_outputs.at(0));
   if (incoming.shape() != leaf_.shape())
     throw Error(fmt::format("backward: grad of shape {} for a leaf of shape {}", shape_str(incoming.shape()),
                             shape_str(leaf_.shape())));
-  incoming = ops::to_device(ops::to_dtype(incoming, leaf_.dtype()), leaf_.device());
+  if (incoming.dtype() != leaf_.dtype()) incoming = ops::to_dtype(incoming, leaf_.dtype());
+  if (incoming.device() != leaf_.device()) incoming = ops::to_device(incoming, leaf_.device());
   AutogradMeta& meta = leaf_.ensure_autograd_meta();
   if (!meta.grad.defined()) {
-    // Own the buffer: the incoming grad may alias a tensor the graph still uses.
-    meta.grad = incoming.is_same(grad_outputs[0]) ? ops::clone(incoming) : ops::contiguous(incoming);
+    // Own the buffer. A contiguous grad that nothing else can reach is kept as it is; any other may
+    // alias a tensor the graph or the caller still uses, or be a strided view, so it is copied.
+    const bool keep = incoming.is_sole_owner() && incoming.is_contiguous() && incoming.offset() == 0;
+    meta.grad = keep ? std::move(incoming) : ops::clone(incoming);
   } else {
     ops::add_(meta.grad, incoming);
   }

@@ -5,6 +5,7 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -160,6 +161,8 @@ int main(int argc, char** argv) {
 
     int64_t step = 0, epoch = 0;
     double recent = 0;
+    // Wall time of the training steps alone (data loading included, evaluation and sampling not).
+    const auto train_start = std::chrono::steady_clock::now();
     while (step < steps) {
       data.set_epoch(epoch++);
       for (const Batch& batch : data) {
@@ -170,9 +173,12 @@ int main(int argc, char** argv) {
         opt->step();
         schedule.step();
         recent = step == 0 ? loss.item() : 0.9 * recent + 0.1 * loss.item();
-        if (step % 50 == 0 || step == steps - 1)
-          accelerator.print(fmt::format("step {:4d}  loss {:.4f}  lr {:.2e}", step, recent, opt->lr()));
         ++step;
+        if ((step - 1) % 50 == 0 || step == steps) {
+          const std::chrono::duration<double, std::milli> ms = std::chrono::steady_clock::now() - train_start;
+          accelerator.print(fmt::format("step {:4d}  loss {:.4f}  lr {:.2e}  {:.1f} ms/step", step - 1, recent,
+                                        opt->lr(), ms.count() / static_cast<double>(step)));
+        }
       }
     }
     const double held_out_loss = mean_loss(*net, held_out, batch_size, accelerator.device());

@@ -4,10 +4,8 @@
 #include <fmt/format.h>
 
 #include <cmath>
-#include <limits>
 
 #include "autograd/functions.h"
-#include "nn/functional.h"
 
 namespace accel::nn {
 
@@ -31,9 +29,9 @@ Tensor CausalSelfAttention::forward(const Tensor& x) {
   auto heads = [&](const Tensor& t) { return transpose(reshape(t, {B, T, H, D}), 1, 2); };
   const Tensor q = heads(qkv[0]), k = heads(qkv[1]), v = heads(qkv[2]);
 
-  Tensor att = matmul(q, transpose(k, 2, 3)) * (1.0 / std::sqrt(static_cast<double>(D)));  // [B, H, T, T]
-  att = masked_fill(att, functional::causal_mask(T, x.device()), -std::numeric_limits<double>::infinity());
-  att = (*attn_drop_)(softmax(att, -1));
+  // [B, H, T, T] scores, scaled, the future masked and a softmax over the keys, in one op.
+  Tensor att = causal_softmax(matmul(q, transpose(k, 2, 3)), 1.0 / std::sqrt(static_cast<double>(D)));
+  att = (*attn_drop_)(att);
   const Tensor y = reshape(transpose(matmul(att, v), 1, 2), {B, T, n_embd_});  // heads side by side again
   return (*resid_drop_)((*proj_)(y));
 }

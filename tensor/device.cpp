@@ -47,4 +47,9 @@ void throw_no_cuda(const char* op, Device device) {
   throw Error(fmt::format("{}: tensor on {} but accel was built without CUDA", op, device.str()));
 }
 
+void throw_no_cuda_kernel(const char* op, Device device) {
+  throw Error(fmt::format("{}: tensor on {} but this op has no CUDA kernel yet; move its inputs to the CPU", op,
+                          device.str()));
+}
+
 }  // namespace accel

@@ -48,6 +48,12 @@ ACCEL_HD C gelu_tanh_grad(C x) {
   return C(0.5) * (C(1) + t) + C(0.5) * x * (C(1) - t * t) * k * (C(1) + C(3) * C(0.044715) * x * x);
 }
 
+// relu's grad given its output y: the grad passes where y > 0 (so not at 0 or NaN).
+template <class C>
+ACCEL_HD C relu_grad(C grad, C y) {
+  return y > C(0) ? grad : C(0);
+}
+
 template <BinaryOp Op, class C>
 ACCEL_HD C apply_binary(C a, C b) {
   if constexpr (Op == BinaryOp::add) return a + b;

@@ -1,5 +1,5 @@
-// Storage allocation: 64-byte aligned host memory on the CPU; CUDA memory comes from the caching
-// allocator of the CUDA backend.
+// Storage allocation: 64-byte aligned host memory from the host block cache on the CPU; CUDA memory
+// comes from the caching allocator of the CUDA backend.
 #include "tensor/storage.h"
 
 #include <fmt/format.h>
@@ -7,6 +7,7 @@
 #include <cstdlib>
 
 #include "accel_config.h"
+#include "tensor/cpu/host_allocator.h"
 #include "tensor/error.h"
 
 #if ACCEL_WITH_CUDA
@@ -15,17 +16,10 @@
 
 namespace accel {
 
-namespace {
-constexpr size_t kHostAlignment = 64;
-}
-
 Storage::Storage(size_t nbytes, Device device) : nbytes_(nbytes), device_(device) {
   if (device.is_cpu()) {
-    const size_t rounded = (std::max<size_t>(nbytes, 1) + kHostAlignment - 1) / kHostAlignment * kHostAlignment;
-    data_ = std::aligned_alloc(kHostAlignment, rounded);
-    if (data_ == nullptr)
-      throw Error(fmt::format("Storage: cannot allocate {} bytes of host memory", nbytes));
-    deleter_ = [](void* p) { std::free(p); };
+    data_ = cpu::host_allocate(nbytes);
+    deleter_ = [nbytes](void* p) { cpu::host_free(p, nbytes); };
     return;
   }
 #if ACCEL_WITH_CUDA

@@ -70,6 +70,9 @@ class Tensor {
 
   std::string str() const;  // "Tensor(f32, cpu, [2, 3])"
   bool is_same(const Tensor& other) const { return impl_ == other.impl_; }
+  // True when nothing else can reach this tensor's data: this is the only handle to its impl and the
+  // impl the only view of its storage. Lets a consumer keep a temporary's buffer instead of copying it.
+  bool is_sole_owner() const { return impl_.use_count() == 1 && impl_->storage.use_count() == 1; }
   TensorImpl* impl() const { return impl_.get(); }
 
   // Autograd metadata; the autograd layer gives it meaning.

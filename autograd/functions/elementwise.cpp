@@ -144,9 +144,8 @@ Tensor sigmoid(const Tensor& t) {
 
 Tensor relu(const Tensor& t) {
   Tensor out = ops::relu(t);
-  record("ReluBackward", {t}, {out}, [out = detach(out)](const Grads& g) -> Grads {
-    return {ops::where(ops::gt(out, 0.0), g[0], zero_like_scalar(g[0]))};
-  });
+  record("ReluBackward", {t}, {out},
+         [out = detach(out)](const Grads& g) -> Grads { return {ops::relu_backward(g[0], out)}; });
   return out;
 }
 

@@ -27,6 +27,14 @@ Tensor log_softmax(const Tensor& x, int64_t dim) {
   return out;
 }
 
+Tensor causal_softmax(const Tensor& x, double scale) {
+  Tensor out = ops::causal_softmax(x, scale);
+  record("CausalSoftmaxBackward", {x}, {out}, [out = detach(out), scale](const Grads& g) -> Grads {
+    return {ops::causal_softmax_backward(g[0], out, scale)};
+  });
+  return out;
+}
+
 Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps) {
   ops::LayerNormResult r = ops::layer_norm(x, weight, bias, eps);
   record("LayerNormBackward", {x, weight, bias}, {r.out},

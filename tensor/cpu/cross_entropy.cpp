@@ -10,6 +10,7 @@
 
 #include "tensor/cpu/loop.h"
 #include "tensor/cpu/map.h"
+#include "tensor/cpu/vec_math.h"
 #include "tensor/nn_math.h"
 
 namespace accel::cpu {
@@ -39,9 +40,17 @@ int64_t check_targets(const char* op, const I* target, int64_t rows, int64_t cla
   return counted;
 }
 
-// The max of a row and sum(exp(x - max)).
+// The max of a row and sum(exp(x - max)); f32/f64 rows go through Eigen's vectorised exp.
 template <class T, class C = compute_t<T>>
 void row_stats(const T* row, int64_t classes, C& row_max, C& sum_exp) {
+  if constexpr (std::is_same_v<T, C>) {
+    if (classes > 0) {
+      const ConstVecMap<C> x(row, classes);
+      row_max = x.maxCoeff();
+      sum_exp = (x - row_max).exp().sum();
+      return;
+    }
+  }
   row_max = -std::numeric_limits<C>::infinity();
   for (int64_t j = 0; j < classes; ++j) row_max = std::max(row_max, load(row[j]));
   sum_exp = 0;
@@ -110,6 +119,14 @@ void cross_entropy_backward(const Tensor& grad_logits, const Tensor& grad_loss, 
         C row_max, sum_exp;
         row_stats(row, classes, row_max, sum_exp);
         const C inv_sum = C(1) / sum_exp;
+        if constexpr (std::is_same_v<T, C>) {
+          // cross_entropy_grad_elem in array form: scale * (softmax - onehot).
+          VecMap<C> d(o, classes);
+          d = (ConstVecMap<C>(row, classes) - row_max).exp() * inv_sum;
+          d[t] -= C(1);
+          d *= scale;
+          continue;
+        }
         for (int64_t j = 0; j < classes; ++j)
           o[j] = store<T>(cross_entropy_grad_elem(load(row[j]), row_max, inv_sum, j == t, scale));
       }

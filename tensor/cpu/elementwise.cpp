@@ -2,6 +2,7 @@
 #include "tensor/cpu/elementwise.h"
 
 #include "tensor/cpu/map.h"
+#include "tensor/cpu/vec_math.h"
 
 namespace accel::cpu {
 
@@ -63,10 +64,19 @@ void binary(BinaryOp op, const Tensor& out, const Tensor& a, const Tensor& b) {
 void unary(UnaryOp op, const Tensor& out, const Tensor& in) {
   dispatch_numeric(out.dtype(), op_name(op), [&]<class T>() {
     with_op(op, [&]<UnaryOp Op>() {
-      if constexpr (needs_floating(Op) && !std::is_floating_point_v<compute_t<T>>)
+      if constexpr (needs_floating(Op) && !std::is_floating_point_v<compute_t<T>>) {
         throw_unsupported_dtype(op_name(Op), out.dtype(), "a floating dtype");
-      else
+      } else {
+        if constexpr (has_vector_form(Op) && std::is_floating_point_v<T>) {
+          if (out.is_contiguous() && in.is_contiguous() && in.shape() == out.shape()) {
+            const T* src = static_cast<const T*>(in.data_ptr());
+            T* dst = static_cast<T*>(out.data_ptr());
+            parallel_ranges(out.numel(), [&](int64_t b, int64_t e) { unary_vector<Op>(src + b, dst + b, e - b); });
+            return;
+          }
+        }
         map<T, T>(out, [](T x) { return store<T>(apply_unary<Op>(load(x))); }, in);
+      }
     });
   });
 }
@@ -100,7 +110,22 @@ void isfinite(const Tensor& out, const Tensor& in) {
 
 void gelu_backward(const Tensor& out, const Tensor& grad, const Tensor& x) {
   dispatch_floating(out.dtype(), "gelu_backward", [&]<class T>() {
+    if constexpr (std::is_floating_point_v<T>) {
+      if (out.is_contiguous() && grad.is_contiguous() && x.is_contiguous()) {
+        const T* g = static_cast<const T*>(grad.data_ptr());
+        const T* v = static_cast<const T*>(x.data_ptr());
+        T* o = static_cast<T*>(out.data_ptr());
+        parallel_ranges(out.numel(), [&](int64_t b, int64_t e) { gelu_backward_vector(g + b, v + b, o + b, e - b); });
+        return;
+      }
+    }
     map<T, T, T>(out, [](T g, T v) { return store<T>(load(g) * gelu_tanh_grad(load(v))); }, grad, x);
+  });
+}
+
+void relu_backward(const Tensor& out, const Tensor& grad, const Tensor& y) {
+  dispatch_floating(out.dtype(), "relu_backward", [&]<class T>() {
+    map<T, T, T>(out, [](T g, T v) { return store<T>(relu_grad(load(g), load(v))); }, grad, y);
   });
 }
 

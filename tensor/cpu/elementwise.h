@@ -13,6 +13,7 @@ void where(const Tensor& out, const Tensor& cond, const Tensor& a, const Tensor&
 void logical_not(const Tensor& out, const Tensor& in);
 void isfinite(const Tensor& out, const Tensor& in);
 void gelu_backward(const Tensor& out, const Tensor& grad, const Tensor& x);
+void relu_backward(const Tensor& out, const Tensor& grad, const Tensor& y);
 void add_scaled(const Tensor& self, const Tensor& other, double alpha);  // self += alpha * other
 void scale(const Tensor& self, double value);
 void fill(const Tensor& self, double value);

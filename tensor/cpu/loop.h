@@ -92,4 +92,23 @@ void for_each_row(const Shape& shape, const std::array<Strides, N>& strides, Row
   }
 }
 
+// Calls f(begin, end) on disjoint ranges covering [0, n): one range when n is below the grain, else one
+// per thread, split at multiples of 16 elements so no two threads share a cache line of f32 output.
+template <class F>
+void parallel_ranges(int64_t n, F&& f) {
+  if (n <= 0) return;
+  const int threads = n >= kParallelGrain ? omp_get_max_threads() : 1;
+  if (threads <= 1) {
+    f(int64_t{0}, n);
+    return;
+  }
+#pragma omp parallel num_threads(threads)
+  {
+    const int64_t t = omp_get_thread_num(), nt = omp_get_num_threads();
+    const int64_t chunk = ((n + nt - 1) / nt + 15) / 16 * 16;
+    const int64_t begin = std::min(n, t * chunk), end = std::min(n, begin + chunk);
+    if (begin < end) f(begin, end);
+  }
+}
+
 }  // namespace accel::cpu

@@ -1,5 +1,6 @@
 // CPU matmul: every [M, K] x [K, N] product is one Eigen GEMM over maps of the operands' own buffers;
 // Eigen threads a large GEMM with OpenMP, and many small products are spread over threads instead.
+// linear is the same GEMM accumulating into an output that starts as the broadcast bias.
 #include "tensor/cpu/matmul.h"
 
 #include <omp.h>
@@ -10,6 +11,7 @@
 #include <vector>
 
 #include "tensor/cpu/convert.h"
+#include "tensor/cpu/loop.h"
 #include "tensor/cpu/map.h"
 
 namespace accel::cpu {
@@ -91,9 +93,9 @@ void gemm(T* out, const Matrix<T>& a, const Matrix<T>& b, Workspace<C>& ws) {
   });
 }
 
-// Eigen splits one GEMM over threads only once it has about 50k multiply-adds per thread
-// (parallelize_gemm); below that a product runs on one thread.
-constexpr double kEigenThreadedWork = 100000.0;
+// Multiply-adds a thread needs before waking it pays off; Eigen's parallelize_gemm uses the same
+// figure, so a product smaller than two of these runs on one thread inside Eigen.
+constexpr double kMinThreadWork = 50000.0;
 
 // The element offset of batch entry `index` (row-major over batch) in a tensor with those strides.
 int64_t batch_offset(int64_t index, const Shape& batch, const Strides& strides) {
@@ -148,9 +150,12 @@ void matmul(const Tensor& out, const Tensor& a, const Tensor& b) {
   const int threads = omp_in_parallel() ? 1 : omp_get_max_threads();
   const double work = static_cast<double>(rows) * static_cast<double>(n) * static_cast<double>(k);
   // Whole products per thread keep every core busy when there are many of them, or when each is
-  // too small for Eigen to thread; inside the parallel region Eigen runs single-threaded.
-  const bool over_batch = threads > 1 && products > 1 && (products >= 4 * threads || work < kEigenThreadedWork);
-  const int teams = over_batch ? static_cast<int>(std::min<int64_t>(threads, products)) : 1;
+  // too small for Eigen to thread; inside the parallel region Eigen runs single-threaded. Tiny
+  // batches stay on one thread: waking the team would cost more than the products.
+  const int64_t useful = std::min<int64_t>(
+      {threads, products, static_cast<int64_t>(static_cast<double>(products) * work / kMinThreadWork)});
+  const bool over_batch = useful > 1 && (products >= 4 * threads || work < 2 * kMinThreadWork);
+  const int teams = over_batch ? static_cast<int>(useful) : 1;
 
   dispatch_floating(out.dtype(), "matmul", [&]<class T>() {
     using C = compute_t<T>;
@@ -178,6 +183,50 @@ void matmul(const Tensor& out, const Tensor& a, const Tensor& b) {
       }
     } else {
       for (int64_t i = 0; i < products; ++i) product(i, spaces[0]);
+    }
+  });
+}
+
+void linear(const Tensor& out, const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  const int64_t rows = x.size(0), k = x.size(1), n = weight.size(0);
+  if (out.numel() == 0) return;
+  const MatrixLayout layout_x = gemm_layout(x);
+  // weight^T, [k, n], read in place: a row-major [n, k] weight is a column-major [k, n] matrix.
+  const MatrixLayout layout_w = gemm_layout(k, n, weight.stride(1), weight.stride(0));
+
+  dispatch_floating(out.dtype(), "linear", [&]<class T>() {
+    using C = compute_t<T>;
+    constexpr bool widen = !std::is_same_v<T, C>;
+    Workspace<C> ws;
+    if (widen || layout_x.layout == GemmLayout::copy) ws.a.resize(static_cast<size_t>(rows * k));
+    if (widen || layout_w.layout == GemmLayout::copy) ws.b.resize(static_cast<size_t>(k * n));
+    if (widen) ws.out.resize(static_cast<size_t>(rows * n));
+    C* acc = nullptr;
+    if constexpr (widen) acc = ws.out.data();
+    else acc = static_cast<C*>(out.data_ptr());
+
+    // The accumulator starts as the bias in every row (or zeros).
+    std::vector<C> row(static_cast<size_t>(n), C(0));
+    if (bias.defined()) {
+      const T* pb = static_cast<const T*>(bias.data_ptr());
+      for (int64_t j = 0; j < n; ++j) row[j] = load(pb[j * bias.stride(0)]);
+    }
+#pragma omp parallel for if (rows * n > kParallelGrain)
+    for (int64_t i = 0; i < rows; ++i) std::copy(row.begin(), row.end(), acc + i * n);
+
+    if (k > 0) {
+      const Matrix<T> mx{static_cast<const T*>(x.data_ptr()), rows, k, x.stride(0), x.stride(1), layout_x};
+      const Matrix<T> mw{static_cast<const T*>(weight.data_ptr()), k, n, weight.stride(1), weight.stride(0), layout_w};
+      with_map<C>(mx, ws.a, [&](const auto& a) {
+        with_map<C>(mw, ws.b, [&](const auto& b) {
+          OutMap<C>(acc, static_cast<Eigen::Index>(rows), static_cast<Eigen::Index>(n)).noalias() += a * b;
+        });
+      });
+    }
+    if constexpr (widen) {
+      T* po = static_cast<T*>(out.data_ptr());
+#pragma omp parallel for if (rows * n > kParallelGrain)
+      for (int64_t i = 0; i < rows * n; ++i) po[i] = store<T>(acc[i]);
     }
   });
 }

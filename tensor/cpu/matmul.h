@@ -26,4 +26,9 @@ MatrixLayout gemm_layout(const Tensor& t);
 // to f32, multiplied with f32 accumulation and rounded once into out.
 void matmul(const Tensor& out, const Tensor& a, const Tensor& b);
 
+// out = x @ weight^T + bias for out contiguous [rows, n], x [rows, k] and weight [n, k] (any strides),
+// bias [n] or undefined: one GEMM accumulating into out after out is filled with the bias rows.
+// f16/bf16 accumulate in f32 and round once into out.
+void linear(const Tensor& out, const Tensor& x, const Tensor& weight, const Tensor& bias);
+
 }  // namespace accel::cpu

@@ -1,6 +1,7 @@
 // CPU row reductions: floating sums accumulate in f64, so long sums of f32/f16 stay accurate.
 #include "tensor/cpu/reduce.h"
 
+#include <algorithm>
 #include <limits>
 
 #include "tensor/cpu/convert.h"
@@ -36,6 +37,29 @@ void reduce_rows(ReduceOp op, const Tensor& out, const Tensor& in, int64_t outer
         }
       }
     });
+  });
+}
+
+void reduce_columns(ReduceOp op, const Tensor& out, const Tensor& in, int64_t outer, int64_t size, int64_t inner) {
+  // A task owns one outer index and a block of columns, whose f64 sums stay in registers or L1
+  // while it streams down the reduced dim, reading whole cache lines.
+  constexpr int64_t kBlock = 128;
+  const int64_t blocks = (inner + kBlock - 1) / kBlock, tasks = outer * blocks;
+  dispatch_floating(in.dtype(), "reduce", [&]<class T>() {
+    const T* src = static_cast<const T*>(in.data_ptr());
+    T* dst = static_cast<T*>(out.data_ptr());
+#pragma omp parallel for if (outer * size * inner > kParallelGrain && tasks > 1)
+    for (int64_t t = 0; t < tasks; ++t) {
+      const int64_t o = t / blocks, c0 = (t % blocks) * kBlock, n = std::min(kBlock, inner - c0);
+      double acc[kBlock] = {};
+      for (int64_t r = 0; r < size; ++r) {
+        const T* row = src + (o * size + r) * inner + c0;
+        for (int64_t c = 0; c < n; ++c) acc[c] += static_cast<double>(load(row[c]));
+      }
+      if (op == ReduceOp::mean)
+        for (int64_t c = 0; c < n; ++c) acc[c] /= static_cast<double>(size);
+      for (int64_t c = 0; c < n; ++c) dst[o * inner + c0 + c] = convert<T>(acc[c]);
+    }
   });
 }
 

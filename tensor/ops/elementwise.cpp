@@ -112,6 +112,18 @@ Tensor gelu_backward(const Tensor& grad, const Tensor& x) {
   return out;
 }
 
+Tensor relu_backward(const Tensor& grad, const Tensor& y) {
+  check_pair("relu_backward", grad, y);
+  if (grad.shape() != y.shape())
+    throw Error(fmt::format("relu_backward: grad {} and output {} differ in shape", shape_str(grad.shape()),
+                            shape_str(y.shape())));
+  if (!is_floating(y.dtype())) throw_unsupported_dtype("relu_backward", y.dtype(), "a floating dtype");
+  if (!y.device().is_cpu()) return where(gt(y, 0.0), grad, scalar_like(grad, 0.0));  // no fused kernel there yet
+  Tensor out = empty(y.shape(), y.dtype(), y.device());
+  cpu::relu_backward(out, grad, y);
+  return out;
+}
+
 Tensor eq(const Tensor& a, const Tensor& b) { return compare(CompareOp::eq, a, b); }
 Tensor ne(const Tensor& a, const Tensor& b) { return compare(CompareOp::ne, a, b); }
 Tensor lt(const Tensor& a, const Tensor& b) { return compare(CompareOp::lt, a, b); }

@@ -31,6 +31,8 @@ Tensor relu(const Tensor& t);
 Tensor gelu(const Tensor& t);  // tanh approximation
 // d gelu(x)/dx * grad, for autograd.
 Tensor gelu_backward(const Tensor& grad, const Tensor& x);
+// grad where relu's output y is positive, else 0: relu's backward in one pass.
+Tensor relu_backward(const Tensor& grad, const Tensor& y);
 
 // Comparisons return bool tensors.
 Tensor eq(const Tensor& a, const Tensor& b);

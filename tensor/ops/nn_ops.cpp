@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <utility>
 
 #include "tensor/cpu/cross_entropy.h"
@@ -14,12 +15,12 @@
 #include "tensor/cpu/softmax.h"
 #include "tensor/creation.h"
 #include "tensor/dispatch.h"
+#include "tensor/ops/elementwise.h"
 #include "tensor/ops/views.h"
 #include "tensor/philox.h"
 
-#if ACCEL_WITH_CUDA
-#include "tensor/cuda/nn_ops.h"
-#endif
+// The CUDA kernels of these ops come with phase 2 of the CUDA backend; until then device tensors get
+// a clear error from ACCEL_DISPATCH_CPU_ONLY.
 
 namespace accel::ops {
 
@@ -88,7 +89,7 @@ Tensor softmax_forward(const char* op, const Tensor& x, int64_t dim, bool is_log
   check_floating(op, x);
   const DimSplit s = split_at(x.shape(), normalize_dim(op, dim, x.dim()));
   Tensor out = empty(x.shape(), x.dtype(), x.device());
-  ACCEL_DISPATCH(op, x.device(), softmax, out, contiguous(x), s.outer, s.size, s.inner, is_log);
+  ACCEL_DISPATCH_CPU_ONLY(op, x.device(), softmax, out, contiguous(x), s.outer, s.size, s.inner, is_log);
   return out;
 }
 
@@ -103,7 +104,7 @@ Tensor softmax_backward_impl(const char* op, const Tensor& grad_out, const Tenso
                             shape_str(out.shape())));
   const DimSplit s = split_at(out.shape(), normalize_dim(op, dim, out.dim()));
   Tensor grad_in = empty(out.shape(), out.dtype(), out.device());
-  ACCEL_DISPATCH(op, out.device(), softmax_backward, grad_in, contiguous(grad_out), contiguous(out), s.outer, s.size,
+  ACCEL_DISPATCH_CPU_ONLY(op, out.device(), softmax_backward, grad_in, contiguous(grad_out), contiguous(out), s.outer, s.size,
                  s.inner, is_log);
   return grad_in;
 }
@@ -149,7 +150,54 @@ Shape loss_shape(const Tensor& logits, Reduction reduction) {
   return reduction == Reduction::none ? Shape{logits.shape()[0]} : Shape{};
 }
 
+// [Tq, Tk] of x's last two dims, after the checks causal_softmax and its backward share.
+std::pair<int64_t, int64_t> causal_dims(const char* op, const Tensor& t, const char* name, double scale) {
+  check_defined(op, t, name);
+  check_floating(op, t);
+  if (t.dim() < 2)
+    throw Error(fmt::format("{}: {} must be [..., Tq, Tk] with at least 2 dims, got {}", op, name,
+                            shape_str(t.shape())));
+  const int64_t tq = t.size(-2), tk = t.size(-1);
+  if (tq > tk)
+    throw Error(fmt::format("{}: {} {} has more queries ({}) than keys ({}); the first rows would see nothing", op,
+                            name, shape_str(t.shape()), tq, tk));
+  if (!std::isfinite(scale)) throw Error(fmt::format("{}: scale must be finite, got {}", op, scale));
+  return {tq, tk};
+}
+
+// The positions row i of a [Tq, Tk] score matrix must not see: j > i + Tk - Tq.
+Tensor future_mask(int64_t tq, int64_t tk, Device device) {
+  const Tensor keys = view(arange(tk, DType::i64, device), {1, tk});
+  const Tensor last_seen = view(arange(static_cast<double>(tk - tq), static_cast<double>(tk), 1.0, DType::i64, device),
+                                {tq, 1});
+  return gt(keys, last_seen);
+}
+
 }  // namespace
+
+Tensor causal_softmax(const Tensor& x, double scale) {
+  const auto [tq, tk] = causal_dims("causal_softmax", x, "x", scale);
+  if (!x.device().is_cpu())  // no fused kernel there yet: the three ops it stands for
+    return softmax(masked_fill(mul(x, scale), future_mask(tq, tk, x.device()), -INFINITY), -1);
+  Tensor out = empty(x.shape(), x.dtype(), x.device());
+  cpu::causal_softmax(out, contiguous(x), tq, tk, scale);
+  return out;
+}
+
+Tensor causal_softmax_backward(const Tensor& grad_out, const Tensor& out, double scale) {
+  const char* op = "causal_softmax_backward";
+  causal_dims(op, out, "out", scale);
+  check_defined(op, grad_out, "grad_out");
+  check_same_dtype(op, grad_out, "grad_out", out, "out");
+  check_same_device(op, grad_out, "grad_out", out, "out");
+  if (grad_out.shape() != out.shape())
+    throw Error(fmt::format("{}: grad_out {} and out {} differ in shape", op, shape_str(grad_out.shape()),
+                            shape_str(out.shape())));
+  if (!out.device().is_cpu()) return mul(softmax_backward(grad_out, out, -1), scale);
+  Tensor grad_in = empty(out.shape(), out.dtype(), out.device());
+  cpu::causal_softmax_backward(grad_in, contiguous(grad_out), contiguous(out), scale);
+  return grad_in;
+}
 
 Tensor softmax(const Tensor& x, int64_t dim) { return softmax_forward("softmax", x, dim, false); }
 Tensor log_softmax(const Tensor& x, int64_t dim) { return softmax_forward("log_softmax", x, dim, true); }
@@ -169,7 +217,7 @@ LayerNormResult layer_norm(const Tensor& x, const Tensor& weight, const Tensor& 
   const DType sd = stats_dtype(x.dtype());
   LayerNormResult r{empty(x.shape(), x.dtype(), x.device()), empty(without_last(x.shape()), sd, x.device()),
                     empty(without_last(x.shape()), sd, x.device())};
-  ACCEL_DISPATCH(op, x.device(), layer_norm, r.out, r.mean, r.rstd, contiguous(x),
+  ACCEL_DISPATCH_CPU_ONLY(op, x.device(), layer_norm, r.out, r.mean, r.rstd, contiguous(x),
                  weight.defined() ? contiguous(weight) : weight, bias.defined() ? contiguous(bias) : bias, eps);
   return r;
 }
@@ -198,7 +246,7 @@ LayerNormGrads layer_norm_backward(const Tensor& grad_out, const Tensor& x, cons
   LayerNormGrads g{empty(x.shape(), x.dtype(), x.device()),
                    weight.defined() ? empty(affine, x.dtype(), x.device()) : Tensor(),
                    bias.defined() ? empty(affine, x.dtype(), x.device()) : Tensor()};
-  ACCEL_DISPATCH(op, x.device(), layer_norm_backward, g.grad_input, g.grad_weight, g.grad_bias, contiguous(grad_out),
+  ACCEL_DISPATCH_CPU_ONLY(op, x.device(), layer_norm_backward, g.grad_input, g.grad_weight, g.grad_bias, contiguous(grad_out),
                  contiguous(x), contiguous(mean), contiguous(rstd), weight.defined() ? contiguous(weight) : weight);
   return g;
 }
@@ -214,7 +262,7 @@ Tensor embedding(const Tensor& weight, const Tensor& indices) {
   Shape out_shape = indices.shape();
   out_shape.push_back(weight.shape()[1]);
   Tensor out = empty(out_shape, weight.dtype(), weight.device());
-  ACCEL_DISPATCH(op, weight.device(), embedding, out, contiguous(weight), contiguous(indices));
+  ACCEL_DISPATCH_CPU_ONLY(op, weight.device(), embedding, out, contiguous(weight), contiguous(indices));
   return out;
 }
 
@@ -232,7 +280,7 @@ Tensor embedding_backward(const Tensor& grad_out, const Tensor& indices, int64_t
     throw Error(fmt::format("embedding_backward: grad_out {} must be the indices' shape {} plus one trailing dim",
                             shape_str(grad_out.shape()), shape_str(indices.shape())));
   Tensor grad_weight = empty({num_weights, grad_out.shape().back()}, grad_out.dtype(), grad_out.device());
-  ACCEL_DISPATCH(op, grad_out.device(), embedding_backward, grad_weight, contiguous(grad_out), contiguous(indices));
+  ACCEL_DISPATCH_CPU_ONLY(op, grad_out.device(), embedding_backward, grad_weight, contiguous(grad_out), contiguous(indices));
   return grad_weight;
 }
 
@@ -240,7 +288,7 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, int64_t ignore_
   const char* op = "cross_entropy";
   check_cross_entropy_inputs(op, logits, target);
   Tensor loss = empty(loss_shape(logits, reduction), stats_dtype(logits.dtype()), logits.device());
-  ACCEL_DISPATCH(op, logits.device(), cross_entropy, loss, contiguous(logits), contiguous(target), ignore_index,
+  ACCEL_DISPATCH_CPU_ONLY(op, logits.device(), cross_entropy, loss, contiguous(logits), contiguous(target), ignore_index,
                  reduction);
   return loss;
 }
@@ -260,7 +308,7 @@ Tensor cross_entropy_backward(const Tensor& grad_loss, const Tensor& logits, con
                             dtype_name(grad_loss.dtype()), dtype_name(ld), dtype_name(logits.dtype())));
   check_same_device(op, grad_loss, "grad_loss", logits, "logits");
   Tensor grad = empty(logits.shape(), logits.dtype(), logits.device());
-  ACCEL_DISPATCH(op, logits.device(), cross_entropy_backward, grad, contiguous(grad_loss), contiguous(logits),
+  ACCEL_DISPATCH_CPU_ONLY(op, logits.device(), cross_entropy_backward, grad, contiguous(grad_loss), contiguous(logits),
                  contiguous(target), ignore_index, reduction);
   return grad;
 }
@@ -275,7 +323,7 @@ DropoutResult dropout(const Tensor& x, double p, Generator& gen) {
   if (p == 0.0) return {x, full(x.shape(), 1.0, DType::boolean, x.device())};
   DropoutResult r{empty(x.shape(), x.dtype(), x.device()), empty(x.shape(), DType::boolean, x.device())};
   const double scale = p < 1.0 ? 1.0 / (1.0 - p) : 0.0;  // nothing is kept at p = 1
-  ACCEL_DISPATCH(op, x.device(), dropout, r.out, r.keep_mask, contiguous(x), static_cast<float>(p), scale, seed,
+  ACCEL_DISPATCH_CPU_ONLY(op, x.device(), dropout, r.out, r.keep_mask, contiguous(x), static_cast<float>(p), scale, seed,
                  offset);
   return r;
 }

@@ -20,6 +20,13 @@ Tensor log_softmax(const Tensor& x, int64_t dim);
 Tensor softmax_backward(const Tensor& grad_out, const Tensor& out, int64_t dim);
 Tensor log_softmax_backward(const Tensor& grad_out, const Tensor& out, int64_t dim);
 
+// Causal attention weights in one pass: softmax over the last dim of scale * x, where x is
+// [..., Tq, Tk] (Tq <= Tk) and row i of each matrix sees columns j <= i + Tk - Tq only; the others come
+// out exactly 0. Equals softmax(masked_fill(x * scale, future, -inf), -1) without its three passes.
+Tensor causal_softmax(const Tensor& x, double scale);
+// d/dx given grad_out and the forward's out: scale * out * (grad_out - sum(grad_out * out)) per row.
+Tensor causal_softmax_backward(const Tensor& grad_out, const Tensor& out, double scale);
+
 // Normalises over the last dim; weight and bias ([last dim]) may be undefined.
 // mean and rstd (f32, or f64 for f64 input) have x's shape without its last dim.
 struct LayerNormResult {

@@ -8,9 +8,8 @@
 #include "tensor/dispatch.h"
 #include "tensor/ops/views.h"
 
-#if ACCEL_WITH_CUDA
-#include "tensor/cuda/optim.h"
-#endif
+// The CUDA kernels of these ops come with phase 2 of the CUDA backend; until then device tensors get
+// a clear error from ACCEL_DISPATCH_CPU_ONLY.
 
 namespace accel::ops {
 
@@ -98,7 +97,7 @@ void sgd_step_(const std::vector<Tensor>& params, const std::vector<Tensor>& gra
       check_companion(op, momentum_buffers[i], "momentum_buffers", i, params[i], true);
   }
   if (params.empty()) return;
-  ACCEL_DISPATCH(op, params[0].device(), sgd_step_, params, g, momentum_buffers, config, first_step);
+  ACCEL_DISPATCH_CPU_ONLY(op, params[0].device(), sgd_step_, params, g, momentum_buffers, config, first_step);
 }
 
 void adamw_step_(const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
@@ -120,7 +119,7 @@ void adamw_step_(const std::vector<Tensor>& params, const std::vector<Tensor>& g
     check_companion(op, exp_avg_sqs[i], "exp_avg_sqs", i, params[i], true);
   }
   if (params.empty()) return;
-  ACCEL_DISPATCH(op, params[0].device(), adamw_step_, params, g, exp_avgs, exp_avg_sqs, config, step);
+  ACCEL_DISPATCH_CPU_ONLY(op, params[0].device(), adamw_step_, params, g, exp_avgs, exp_avg_sqs, config, step);
 }
 
 }  // namespace accel::ops

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <optional>
 
 #include "tensor/cpu/reduce.h"
 #include "tensor/creation.h"
@@ -55,7 +56,53 @@ Plan plan_reduction(const char* op, const Tensor& t, const std::vector<int64_t>&
 
 DType sum_dtype(DType in) { return is_floating(in) ? in : DType::i64; }
 
+// For a floating sum or mean of a contiguous CPU tensor over one run of adjacent dims followed by kept
+// dims (a bias grad: [rows, out] summed over rows): the [outer, size, inner] split, else nullopt.
+struct ColumnSplit {
+  int64_t outer = 1, size = 1, inner = 1;
+};
+std::optional<ColumnSplit> column_split(cpu::ReduceOp op, const Tensor& t, const std::vector<int64_t>& dims) {
+  if (op == cpu::ReduceOp::max || !is_floating(t.dtype()) || !t.device().is_cpu() || !t.is_contiguous() ||
+      dims.empty() || t.dim() == 0)
+    return std::nullopt;
+  std::vector<bool> reduced(static_cast<size_t>(t.dim()), false);
+  for (int64_t d : dims) {
+    const int64_t n = normalize_dim("sum", d, t.dim());
+    if (reduced[n]) return std::nullopt;  // the general path reports the repeat
+    reduced[n] = true;
+  }
+  int64_t first = t.dim(), last = -1;
+  for (int64_t d = 0; d < t.dim(); ++d)
+    if (reduced[d]) first = std::min(first, d), last = d;
+  ColumnSplit s;
+  for (int64_t d = 0; d < t.dim(); ++d) {
+    if (d < first) s.outer *= t.shape()[d];
+    else if (d <= last) {
+      if (!reduced[d]) return std::nullopt;  // not one run of dims
+      s.size *= t.shape()[d];
+    } else {
+      s.inner *= t.shape()[d];
+    }
+  }
+  if (s.inner == 1) return std::nullopt;  // rows: the general path reads them in place already
+  return s;
+}
+
 Tensor reduce(cpu::ReduceOp op, const char* name, const Tensor& t, const std::vector<int64_t>& dims, bool keepdim) {
+  if (!t.defined()) throw Error(fmt::format("{}: got an undefined tensor", name));
+  if (const auto split = column_split(op, t, dims)) {
+    Shape out_shape;
+    for (int64_t d = 0; d < t.dim(); ++d) {
+      const bool is_reduced = std::find_if(dims.begin(), dims.end(), [&](int64_t k) {
+                                return normalize_dim(name, k, t.dim()) == d;
+                              }) != dims.end();
+      if (!is_reduced) out_shape.push_back(t.shape()[d]);
+      else if (keepdim) out_shape.push_back(1);
+    }
+    Tensor out = empty(out_shape, t.dtype(), t.device());
+    cpu::reduce_columns(op, out, t, split->outer, split->size, split->inner);
+    return out;
+  }
   Plan plan = plan_reduction(name, t, dims, keepdim);
   if (op == cpu::ReduceOp::max && plan.inner == 0)
     throw Error(fmt::format("{}: cannot take the max over an empty dim of {}", name, shape_str(t.shape())));

@@ -155,7 +155,7 @@ TEST_CASE("batched products broadcast their batch dims") {
   check_f64(ops::transpose(random({3, 13, 7}, 31), -1, -2), ops::transpose(random({3, 5, 13}, 32), -1, -2));
   check_f64(ops::permute(random({4, 3, 7, 13}, 33), {1, 0, 2, 3}), random({13, 5}, 34));  // not foldable
   check_f64(ops::expand(random({1, 7, 13}, 35), {4, 7, 13}), random({4, 13, 5}, 36));
-  check_f64(random({64, 5, 6}, 37), random({64, 6, 3}, 38));        // many small: threads over the batch
+  check_f64(random({64, 16, 24}, 37), random({64, 24, 13}, 38));    // many small: threads over the batch
   check_f64(random({4, 50, 60}, 39), random({4, 60, 70}, 40));      // few large: Eigen threads each
   check_f64(random({3, 1, 13}, 41), random({13, 5}, 42));           // M = 1 rows folded
   check_f64(random({3, 7, 1}, 43), random({1, 5}, 44));             // K = 1
@@ -191,8 +191,8 @@ TEST_CASE("f16 and bf16 multiply in f32 and round once") {
           ops::to_dtype(ops::to_dtype(f32, dtype), DType::f32).to_vector<float>());
     Tensor x = random({3, 9, 40}, 53, dtype), w = random({24, 40}, 54, dtype);
     check_close(ops::matmul(x, ops::transpose(w, 0, 1)), reference(x, ops::transpose(w, 0, 1)), u, 1e-4);
-    check_close(ops::matmul(random({64, 4, 6}, 55, dtype), random({64, 6, 3}, 56, dtype)),
-                reference(random({64, 4, 6}, 55, dtype), random({64, 6, 3}, 56, dtype)), u, 1e-4);
+    check_close(ops::matmul(random({64, 16, 24}, 55, dtype), random({64, 24, 13}, 56, dtype)),
+                reference(random({64, 16, 24}, 55, dtype), random({64, 24, 13}, 56, dtype)), u, 1e-4);
     check_close(ops::matmul(ops::slice(random({7, 26}, 57, dtype), 1, 0, 26, 2), random({13}, 58, dtype)),
                 reference(ops::slice(random({7, 26}, 57, dtype), 1, 0, 26, 2), random({13}, 58, dtype)), u, 1e-4);
   }

@@ -81,3 +81,16 @@ TEST_CASE("index_select picks rows and checks bounds") {
   CHECK(c.to_vector<float>() == std::vector<float>{1, 3, 5});
   CHECK_THROWS_WITH_AS(ops::index_select(t, 0, from_vector<int64_t>({3})), "index_select: index 3 out of range for dim 0 of size 3", Error);
 }
+
+TEST_CASE("copy_ and casts: errors name the op and the values") {
+  Tensor dst = zeros({2, 3});
+  CHECK_THROWS_WITH_AS(ops::copy_(dst, zeros({4})), "copy_: shapes [2, 3] and [4] cannot broadcast (dim 1: 3 vs 4)", Error);
+  CHECK_THROWS_WITH_AS(ops::copy_(dst, zeros({2, 2, 3})), "copy_: source [2, 2, 3] does not broadcast to destination [2, 3]", Error);
+  CHECK_THROWS_WITH_AS(ops::copy_(dst, Tensor()), "copy_: undefined tensor", Error);
+  if (!ACCEL_WITH_CUDA)
+    CHECK_THROWS_WITH_AS(ops::to_device(dst, Device::cuda(0)), "Storage: cannot allocate 24 bytes on cuda:0: accel was built without CUDA", Error);
+  CHECK_THROWS_WITH_AS(Device::parse("gpu:1"), "Device::parse: cannot parse 'gpu:1', expected cpu, cuda or cuda:N", Error);
+  CHECK_THROWS_WITH_AS(parse_dtype("float8"), "parse_dtype: unknown dtype 'float8', expected one of f64, f32, f16, bf16, i64, i32, bool", Error);
+  ops::copy_(dst, from_vector<int64_t>({1, 2, 3}));  // broadcasts and casts
+  CHECK(dst.to_vector<float>() == std::vector<float>{1, 2, 3, 1, 2, 3});
+}

@@ -1,0 +1,32 @@
+// Differentiable linear: the forward is one GEMM with the bias folded in; the backward is two GEMMs
+// that produce the input and weight grads in their own layouts, and a sum over rows for the bias.
+#include "autograd/functions.h"
+#include "autograd/node.h"
+#include "tensor/ops/linear.h"
+#include "tensor/ops/matmul.h"
+#include "tensor/ops/reduce.h"
+#include "tensor/ops/views.h"
+
+namespace accel {
+
+using autograd::record;
+using Grads = std::vector<Tensor>;
+
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  Tensor out = ops::linear(x, weight, bias);
+  record("LinearBackward", {x, weight, bias}, {out},
+         [x = detach(x), weight = detach(weight), need_x = x.requires_grad(), need_weight = weight.requires_grad(),
+          need_bias = bias.defined() && bias.requires_grad()](const Grads& g) -> Grads {
+           const int64_t in = weight.size(1), out_features = weight.size(0);
+           const Tensor g2 = ops::reshape(g[0], {-1, out_features});  // [rows, out]
+           Tensor gx, gw, gb;
+           if (need_x) gx = ops::reshape(ops::matmul(g2, weight), x.shape());  // [rows, out] x [out, in]
+           // [out, rows] x [rows, in]: the grad comes out [out, in] like the weight, with no transpose.
+           if (need_weight) gw = ops::matmul(ops::transpose(g2, 0, 1), ops::reshape(x, {-1, in}));
+           if (need_bias) gb = ops::sum(g2, {0});
+           return {gx, gw, gb};
+         });
+  return out;
+}
+
+}  // namespace accel

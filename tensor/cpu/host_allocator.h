@@ -1,0 +1,24 @@
+// Host memory for CPU storages: 64-byte aligned blocks, and a cache that hands a freed large block to
+// the next request of the same rounded size. A training step allocates the same sizes every step;
+// without the cache glibc gives such blocks back to the kernel (munmap, heap trim), and every step
+// pays page faults and page zeroing again on first touch.
+#pragma once
+
+#include <cstddef>
+
+namespace accel::cpu {
+
+// A block of at least nbytes (1 when 0), 64-byte aligned. Throws Error when the host is out of memory.
+void* host_allocate(size_t nbytes);
+// Returns a block from host_allocate with the same nbytes.
+void host_free(void* ptr, size_t nbytes);
+
+struct HostCacheStats {
+  size_t cached_bytes = 0;  // held for reuse, not in use by any storage
+  size_t hits = 0;          // allocations served from the cache so far
+};
+HostCacheStats host_cache_stats();
+// Frees every cached block (storages in use are untouched).
+void host_empty_cache();
+
+}  // namespace accel::cpu
