@@ -1,6 +1,15 @@
-// The Open MPI backend. Each operation becomes one nonblocking MPI call (MPI_Iallreduce, MPI_Isend, ...)
-// started by the communicator's communication thread in submission order, which then polls the
-// requests with MPI_Test; polling is what drives MPI's progress while the caller computes.
+// The Open MPI backend, with two threads per communicator:
+//  - collectives run one at a time, in submission order, as the blocking MPI calls (MPI_Allreduce, ...)
+//    on a collective thread. They are the calls a program using MPI directly makes, with the same
+//    algorithms. MPI's nonblocking collectives are another implementation (libnbc in Open MPI): its
+//    MPI_Iallreduce reduces to one rank and broadcasts back the whole buffer on fewer than 4 ranks or
+//    in place, and allocates a buffer of the message's size per call, which made large all-reduces
+//    on 2 ranks about half as fast (docs/benchmarks.md has the numbers). PyTorch's MPI backend does
+//    the same: blocking collectives on a worker thread.
+//  - send and recv are started as MPI_Isend/MPI_Irecv by a polling thread in submission order and
+//    tested with MPI_Test; polling is what drives their progress while the caller computes. They do
+//    not queue behind a collective, so a rank blocked in a collective still receives the message its
+//    peer must send before joining that collective.
 #include "collective/mpi_communicator.h"
 
 #include <fmt/format.h>
@@ -19,12 +28,13 @@
 #include <vector>
 
 #include "collective/mpi_environment.h"
+#include "collective/work_queue.h"
 
 namespace accel {
 
 namespace {
 
-// The communication thread's polling: this many idle polls (each yielding the core), then sleeps.
+// The polling thread: this many idle polls (each yielding the core), then sleeps.
 constexpr int kSpinPolls = 256;
 constexpr std::chrono::microseconds kBackoff{20};
 
@@ -61,7 +71,7 @@ void half_reduce(void* in, void* inout, int* len, MPI_Datatype*) {
   reduce_into(D, R, inout, in, *len);
 }
 
-// MPI_Comm_dup of comm, after checking that MPI can host a communication thread.
+// MPI_Comm_dup of comm, after checking that MPI can host the communicator's threads.
 MPI_Comm duplicate(MPI_Comm comm) {
   int initialized = 0, finalized = 0, level = 0;
   check("MpiCommunicator", "MPI_Initialized", MPI_Initialized(&initialized));
@@ -72,7 +82,7 @@ MPI_Comm duplicate(MPI_Comm comm) {
                             finalized ? "already finalised" : "not initialised"));
   check("MpiCommunicator", "MPI_Query_thread", MPI_Query_thread(&level));
   if (level < MPI_THREAD_MULTIPLE)
-    throw Error(fmt::format("MpiCommunicator: MPI provides {}, but the communication thread needs "
+    throw Error(fmt::format("MpiCommunicator: MPI provides {}, but the communication threads need "
                             "MPI_THREAD_MULTIPLE (initialise MPI with MPI_Init_thread, or let MpiEnvironment do it)",
                             mpi_thread_level_name(level)));
   MPI_Comm dup = MPI_COMM_NULL;
@@ -92,9 +102,11 @@ class MpiCommunicator::Engine {
       throw;
     }
     thread_ = std::thread([this] { loop(); });
+    collectives_ = std::make_unique<WorkQueue>();
   }
 
   ~Engine() {
+    collectives_.reset();  // runs the queued collectives, then joins their thread
     {
       std::lock_guard lock(mutex_);
       stopping_ = true;
@@ -132,9 +144,22 @@ class MpiCommunicator::Engine {
     }
   }
 
-  // Queues an operation: start issues its nonblocking MPI call (named call, for messages) and returns
-  // the code; finish (may be empty) runs on the thread once it completed. keep holds the tensors whose
-  // memory MPI uses until then.
+  // Queues a collective: run makes the blocking MPI call (named call, for messages) on the collective
+  // thread and returns its code; finish (may be empty) runs there after it succeeded. keep holds the
+  // tensors whose memory MPI uses until then.
+  Work collective(std::string name, const char* call, std::vector<Tensor> keep, std::function<int()> run,
+                  std::function<void()> finish = {}) {
+    return collectives_->submit([name = std::move(name), call, keep = std::move(keep), run = std::move(run),
+                                 finish = std::move(finish)] {
+      const int rc = run();
+      if (rc != MPI_SUCCESS) throw Error(failure(name, call, rc));
+      if (finish) finish();
+    });
+  }
+
+  // Queues a point-to-point operation: start issues its nonblocking MPI call (named call, for
+  // messages) and returns the code; finish (may be empty) runs on the polling thread once it
+  // completed. keep holds the tensors whose memory MPI uses until then.
   Work submit(std::string name, const char* call, std::vector<Tensor> keep, std::function<int(MPI_Request*)> start,
               std::function<void(const MPI_Status&)> finish = {}) {
     auto state = std::make_shared<WorkState>();
@@ -255,11 +280,14 @@ class MpiCommunicator::Engine {
   std::array<MPI_Op, 3> f16_ops_ = {MPI_OP_NULL, MPI_OP_NULL, MPI_OP_NULL};   // sum, max, min
   std::array<MPI_Op, 3> bf16_ops_ = {MPI_OP_NULL, MPI_OP_NULL, MPI_OP_NULL};  // sum, max, min
 
+  // The polling thread and its queue of point-to-point operations.
   std::mutex mutex_;
   std::condition_variable wake_;
   std::deque<Op> queue_;
   bool stopping_ = false;
   std::thread thread_;
+  // The collective thread.
+  std::unique_ptr<WorkQueue> collectives_;
 };
 
 MpiCommunicator::MpiCommunicator(MPI_Comm comm) : MpiCommunicator(Adopt{}, duplicate(comm)) {}
@@ -270,20 +298,19 @@ MpiCommunicator::MpiCommunicator(Adopt, MPI_Comm owned)
 MpiCommunicator::~MpiCommunicator() = default;
 
 std::unique_ptr<Communicator> MpiCommunicator::dup() {
-  // Through the communication thread like any collective, so it stays in order with the others.
+  // On the collective thread like any collective, so it stays in order with the others.
   auto copy = std::make_shared<MPI_Comm>(MPI_COMM_NULL);
   MPI_Comm comm = engine_->comm();
-  engine_->submit("dup", "MPI_Comm_idup", {}, [comm, copy](MPI_Request* r) { return MPI_Comm_idup(comm, copy.get(), r); })
-      .wait();
+  engine_->collective("dup", "MPI_Comm_dup", {}, [comm, copy] { return MPI_Comm_dup(comm, copy.get()); }).wait();
   return std::unique_ptr<Communicator>(new MpiCommunicator(Adopt{}, *copy));
 }
 
 namespace {
 
 // The finish step of avg: MPI summed, every rank divides its result by the rank count.
-std::function<void(const MPI_Status&)> average(ReduceOp op, DType dtype, void* data, int64_t count, int size) {
+std::function<void()> average(ReduceOp op, DType dtype, void* data, int64_t count, int size) {
   if (op != ReduceOp::avg) return {};
-  return [=](const MPI_Status&) { divide_by(dtype, data, count, size); };
+  return [=] { divide_by(dtype, data, count, size); };
 }
 
 }  // namespace
@@ -295,9 +322,8 @@ Work MpiCommunicator::start_all_reduce(const Tensor& in, const Tensor& out, Redu
   const MPI_Datatype type = engine_->datatype(in.dtype());
   const MPI_Op mpi_op = engine_->op(in.dtype(), op);
   const MPI_Comm comm = engine_->comm();
-  return engine_->submit(
-      "all_reduce", "MPI_Iallreduce", {in, out},
-      [=](MPI_Request* r) { return MPI_Iallreduce(send, recv, count, type, mpi_op, comm, r); },
+  return engine_->collective(
+      "all_reduce", "MPI_Allreduce", {in, out}, [=] { return MPI_Allreduce(send, recv, count, type, mpi_op, comm); },
       average(op, in.dtype(), recv, count, size_));
 }
 
@@ -306,8 +332,7 @@ Work MpiCommunicator::start_broadcast(const Tensor& tensor, int root) {
   void* data = host_data("broadcast", tensor);
   const MPI_Datatype type = engine_->datatype(tensor.dtype());
   const MPI_Comm comm = engine_->comm();
-  return engine_->submit("broadcast", "MPI_Ibcast", {tensor},
-                         [=](MPI_Request* r) { return MPI_Ibcast(data, count, type, root, comm, r); });
+  return engine_->collective("broadcast", "MPI_Bcast", {tensor}, [=] { return MPI_Bcast(data, count, type, root, comm); });
 }
 
 Work MpiCommunicator::start_all_gather(const Tensor& in, const Tensor& out, bool in_place) {
@@ -317,9 +342,8 @@ Work MpiCommunicator::start_all_gather(const Tensor& in, const Tensor& out, bool
   void* recv = host_data("all_gather", out);
   const MPI_Datatype type = engine_->datatype(in.dtype());
   const MPI_Comm comm = engine_->comm();
-  return engine_->submit("all_gather", "MPI_Iallgather", {in, out}, [=](MPI_Request* r) {
-    return MPI_Iallgather(send, count, type, recv, count, type, comm, r);
-  });
+  return engine_->collective("all_gather", "MPI_Allgather", {in, out},
+                             [=] { return MPI_Allgather(send, count, type, recv, count, type, comm); });
 }
 
 Work MpiCommunicator::start_reduce_scatter(const Tensor& in, const Tensor& out, ReduceOp op, bool in_place) {
@@ -330,19 +354,19 @@ Work MpiCommunicator::start_reduce_scatter(const Tensor& in, const Tensor& out, 
   void* whole = host_data("reduce_scatter", in);
   void* mine = host_data("reduce_scatter", out);
   if (!in_place) {
-    return engine_->submit(
-        "reduce_scatter", "MPI_Ireduce_scatter_block", {in, out},
-        [=](MPI_Request* r) { return MPI_Ireduce_scatter_block(whole, mine, count, type, mpi_op, comm, r); },
+    return engine_->collective(
+        "reduce_scatter", "MPI_Reduce_scatter_block", {in, out},
+        [=] { return MPI_Reduce_scatter_block(whole, mine, count, type, mpi_op, comm); },
         average(op, in.dtype(), mine, count, size_));
   }
   // In place, MPI reduces `in` and leaves this rank's result at its start; move it to the rank's slot.
   const size_t bytes = out.nbytes();
   const DType dtype = in.dtype();
   const int size = size_;
-  return engine_->submit(
-      "reduce_scatter", "MPI_Ireduce_scatter_block", {in, out},
-      [=](MPI_Request* r) { return MPI_Ireduce_scatter_block(MPI_IN_PLACE, whole, count, type, mpi_op, comm, r); },
-      [=](const MPI_Status&) {
+  return engine_->collective(
+      "reduce_scatter", "MPI_Reduce_scatter_block", {in, out},
+      [=] { return MPI_Reduce_scatter_block(MPI_IN_PLACE, whole, count, type, mpi_op, comm); },
+      [=] {
         std::memmove(mine, whole, bytes);
         if (op == ReduceOp::avg) divide_by(dtype, mine, count, size);
       });
@@ -354,14 +378,13 @@ Work MpiCommunicator::start_gather(const Tensor& in, const Tensor& out, int root
   void* recv = out.defined() ? host_data("gather", out) : nullptr;  // only root receives
   const MPI_Datatype type = engine_->datatype(in.dtype());
   const MPI_Comm comm = engine_->comm();
-  return engine_->submit("gather", "MPI_Igather", {in, out}, [=](MPI_Request* r) {
-    return MPI_Igather(send, count, type, recv, count, type, root, comm, r);
-  });
+  return engine_->collective("gather", "MPI_Gather", {in, out},
+                             [=] { return MPI_Gather(send, count, type, recv, count, type, root, comm); });
 }
 
 Work MpiCommunicator::start_barrier() {
   const MPI_Comm comm = engine_->comm();
-  return engine_->submit("barrier", "MPI_Ibarrier", {}, [=](MPI_Request* r) { return MPI_Ibarrier(comm, r); });
+  return engine_->collective("barrier", "MPI_Barrier", {}, [=] { return MPI_Barrier(comm); });
 }
 
 Work MpiCommunicator::start_send(const Tensor& tensor, int dst, int tag) {
