@@ -9,6 +9,7 @@
 
 #include "accel_config.h"
 #include "runtime/bench/collective_bench.h"
+#include "runtime/bench/precision_report.h"
 #include "runtime/process_state.h"
 #include "tensor/error.h"
 #if ACCEL_WITH_MPI
@@ -56,7 +57,9 @@ std::vector<ReduceOp> parse_ops(const std::vector<std::string>& names) {
 }  // namespace
 
 BenchCommand::BenchCommand(CLI::App& app) {
-  bench_ = app.add_subcommand("bench", "Measure collectives: nccl-tests-style tables of time, algbw, busbw, #wrong");
+  bench_ = app.add_subcommand("bench",
+                              "Measure collectives (nccl-tests-style tables of time, algbw, busbw, #wrong) and "
+                              "mixed-precision arithmetic");
   bench_->require_subcommand(1);
   bench_->footer("Run under a launcher for more ranks: accel launch -n 4 accel bench allreduce (or mpirun, srun).");
   for (bench::CollectiveKind kind : {bench::CollectiveKind::all_reduce, bench::CollectiveKind::all_gather,
@@ -90,11 +93,65 @@ BenchCommand::BenchCommand(CLI::App& app) {
     sub->add_option("--json", json_path_, "Also write the rows to this JSON file (rank 0)");
     collectives_.emplace_back(sub, kind);
   }
+
+  precision_ = bench_->add_subcommand(
+      "precision", "GEMM, elementwise, cast and training-step rates per dtype and device, next to the device's peak");
+  precision_->add_option("--devices", devices_, "Comma-separated devices (default: cpu and every visible GPU)")
+      ->delimiter(',');
+  precision_->add_option("--gemm-sizes", gemm_sizes_, "Comma-separated square GEMM sizes")
+      ->delimiter(',')
+      ->capture_default_str();
+  precision_->add_option("--elements", elements_, "Elements per tensor in the bandwidth rows")->capture_default_str();
+  precision_->add_option("--widths", widths_, "MLP widths for the training step, inputs first")
+      ->delimiter(',')
+      ->capture_default_str();
+  precision_->add_option("--batch", batch_, "MLP batch for the training step")->capture_default_str();
+  precision_->add_option("-w,--warmup", precision_warmup_, "Untimed runs per row")->capture_default_str();
+  precision_->add_option("-n,--iters", precision_iters_, "Timed runs per row (the row shows their median)")
+      ->capture_default_str();
+  precision_->add_option("--json", json_path_, "Also write the rows to this JSON file");
+}
+
+int BenchCommand::run_precision() {
+  bench::PrecisionOptions options;
+  if (devices_.empty()) {
+    options.devices = {Device::cpu()};
+    for (int i = 0; i < cuda_device_count(); ++i) options.devices.push_back(Device::cuda(i));
+  } else {
+    options.devices.clear();
+    for (const std::string& d : devices_) options.devices.push_back(Device::parse(d));
+  }
+  options.gemm_sizes = gemm_sizes_;
+  options.elements = elements_;
+  options.mlp_widths = widths_;
+  options.mlp_batch = batch_;
+  options.warmup = precision_warmup_;
+  options.iters = precision_iters_;
+  const ProcessState process = ProcessState::from_environment();
+  if (process.world_size > 1)
+    throw Error(fmt::format("accel bench precision: launched as rank {} of {}; it measures one process's devices, "
+                            "so start it without a launcher",
+                            process.rank, process.world_size));
+  std::cout << fmt::format("# accel bench precision: median of {} runs after {} warm-up per row\n", options.iters,
+                           options.warmup);
+  bench::print_precision_columns(std::cout);
+  const bench::PrecisionReport report = bench::run_precision_bench(
+      options, [&](const bench::PrecisionRow& row) { bench::print_precision_row(std::cout, row); });
+  bench::print_precision_footer(std::cout, report);
+  if (!json_path_.empty()) {
+    std::ofstream file(json_path_);
+    if (!file) throw Error(fmt::format("accel bench: cannot open --json file '{}' for writing", json_path_));
+    file << bench::to_json(report).dump(1) << "\n";
+    if (!file) throw Error(fmt::format("accel bench: writing --json file '{}' failed", json_path_));
+    std::cout << fmt::format("# wrote {}\n", json_path_);
+  }
+  return 0;
 }
 
 bool BenchCommand::selected() const { return bench_->parsed(); }
 
 int BenchCommand::run() {
+  if (precision_->parsed()) return run_precision();
   bench::BenchOptions options;
   for (const auto& [sub, kind] : collectives_)
     if (sub->parsed()) options.kind = kind;

@@ -58,7 +58,7 @@ else
     || build_ok=false
 fi
 if $build_ok; then
-  ninja -C "$build" -j "$jobs" tests/gpu/test_cuda_host tests/gpu/test_gpu bench/gpu_kernels || build_ok=false
+  ninja -C "$build" -j "$jobs" tests/gpu/test_cuda_host tests/gpu/test_gpu bench/gpu_kernels accel || build_ok=false
 fi
 build_seconds=$((SECONDS - build_start))
 echo "build: $($build_ok && echo ok || echo FAILED) in ${build_seconds}s"
@@ -86,6 +86,12 @@ if $build_ok; then
   run_step test_gpu 300 "$build/tests/gpu/test_gpu"
   unset ACCEL_TEST_RESULTS
   run_step gpu_kernels 180 "$build/bench/gpu_kernels" --json "$bench_json"
+  # accel bench precision on the GPU (docs/benchmarks.md): GEMM, bandwidth and training-step rows next
+  # to the published peaks. Without a GPU there is no device to measure, so it does not run.
+  if [ -n "$device_name" ]; then
+    run_step bench_precision 240 "$build/accel" bench precision --devices cuda:0 --gemm-sizes 2048,8192 \
+      --elements 67108864 --json "$out/precision.json"
+  fi
 fi
 
 section "summary"
@@ -106,6 +112,11 @@ path = os.path.join(out, "tests.jsonl")
 if os.path.exists(path):
     with open(path) as f:
         tests = [json.loads(line) for line in f if line.strip()]
+precision = None
+path = os.path.join(out, "precision.json")
+if os.path.exists(path):
+    with open(path) as f:
+        precision = json.load(f)
 bench = None
 path = os.path.join(out, "bench.json")
 if os.path.exists(path):
@@ -115,7 +126,7 @@ counts = {s: sum(1 for t in tests if t["status"] == s) for s in ("passed", "fail
 # An executable that crashed or was killed fails the check even if its last test was not recorded.
 executables_ok = all(rc in (0, 77) for rc in status.values())
 bench_ok = status.get("gpu_kernels") in (0, 77)
-ok = build_ok == "true" and counts["failed"] == 0 and executables_ok and bench_ok and len(status) == 3
+ok = build_ok == "true" and counts["failed"] == 0 and executables_ok and bench_ok and len(status) == (4 if device else 3)
 gpu_ran = status.get("test_gpu") == 0
 report = {
     "started": started,
@@ -127,6 +138,7 @@ report = {
     "ok": ok,
     "tests": tests,
     "benchmarks": bench,
+    "precision": precision,
 }
 with open(os.path.join(out, "gpu_check.json"), "w") as f:
     json.dump(report, f, indent=2)
