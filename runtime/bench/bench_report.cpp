@@ -72,7 +72,7 @@ void print_header(std::ostream& out, const BenchReport& report) {
   out << fmt::format("# accel bench {}: {} ranks (launcher: {}), warmup {}, iters {}\n",
                      collective_command(report.kind), report.ranks, report.launcher, report.warmup, report.iters);
   for (const Column& c : report.columns) out << fmt::format("#   {:8} {}\n", c.backend, c.call);
-  out << fmt::format("# time: max over ranks of the mean time per iteration (us); algbw = size / time (GB/s, 1e9 B/s);\n"
+  out << fmt::format("# time: max over ranks of the median time per call (us); algbw = size / time (GB/s, 1e9 B/s);\n"
                      "# busbw = algbw * {} = algbw * {:.3f}; #wrong: elements differing from the exact result, all "
                      "ranks\n#\n",
                      factor_text(report.kind), bus_bandwidth_factor(report.kind, report.ranks));
@@ -159,7 +159,7 @@ nlohmann::json to_json(const BenchReport& report) {
           {"launcher", report.launcher},
           {"warmup", report.warmup},
           {"iters", report.iters},
-          {"time", "max over ranks of the mean time per iteration"},
+          {"time", "max over ranks of the median time per call"},
           {"busbw_factor", bus_bandwidth_factor(report.kind, report.ranks)},
           {"large_bytes", kLargeBytes},
           {"columns", columns},

@@ -17,7 +17,7 @@ namespace accel::bench {
 
 // One backend's numbers for one row.
 struct Measurement {
-  double time_us = 0;    // max over ranks of the mean time per iteration
+  double time_us = 0;    // max over ranks of the median time per call
   double algbw_gbs = 0;  // bytes / time, in 1e9 bytes per second
   double busbw_gbs = 0;  // algbw * bus_bandwidth_factor
   int64_t wrong = 0;     // wrong elements, summed over ranks

@@ -1,9 +1,10 @@
-// The collective sweep: buffers per row, a checked call, warm-up and timed calls per backend, and the
-// reduction of times (max) and #wrong (sum) over ranks.
+// The collective sweep: buffers per row, a checked call and warm-up per backend, timed calls taking
+// turns between the backends, and the reduction of times (max of the medians) and #wrong (sum) over ranks.
 #include "runtime/bench/collective_bench.h"
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cctype>
 #include <chrono>
 #include <limits>
@@ -45,24 +46,36 @@ double seconds_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
-struct Timing {
-  double seconds = 0;  // mean per timed call on this rank
-  int64_t wrong = 0;   // on this rank
-};
-
-// One backend on one row: a checked call, the warm-up, then `iters` timed calls back to back.
-Timing measure(BenchBackend& backend, const BenchCall& call, const CheckCase& c, const BenchOptions& options,
-               Communicator& control) {
-  Timing t;
-  prepare_inputs(c, call);
-  backend.run(call);
-  t.wrong = count_wrong(c, backend.result(call));
-  for (int i = 0; i < options.warmup; ++i) backend.run(call);
+// Every backend on one row: each one's checked call (its #wrong on this rank, in wrong) and warm-up,
+// then `iters` rounds that time one call of each backend in turn. Returns each backend's median call
+// time on this rank. Taking turns puts every backend under the same load as the others, and the
+// median drops the calls that other processes on a shared machine preempted.
+std::vector<double> measure(const std::vector<BenchBackend*>& backends, const BenchCall& call, const CheckCase& c,
+                            const BenchOptions& options, Communicator& control, std::vector<int64_t>& wrong) {
+  const size_t columns = backends.size();
+  wrong.assign(columns, 0);
+  for (size_t b = 0; b < columns; ++b) {
+    prepare_inputs(c, call);
+    backends[b]->run(call);
+    wrong[b] = count_wrong(c, backends[b]->result(call));
+    for (int i = 0; i < options.warmup; ++i) backends[b]->run(call);
+  }
   control.barrier();  // all ranks start the timed calls together
-  const auto start = std::chrono::steady_clock::now();
-  for (int i = 0; i < options.iters; ++i) backend.run(call);
-  t.seconds = seconds_since(start) / options.iters;
-  return t;
+  std::vector<std::vector<double>> times(columns);
+  for (int i = 0; i < options.iters; ++i) {
+    for (size_t b = 0; b < columns; ++b) {
+      const auto start = std::chrono::steady_clock::now();
+      backends[b]->run(call);
+      times[b].push_back(seconds_since(start));
+    }
+  }
+  std::vector<double> medians;
+  for (std::vector<double>& t : times) {
+    std::sort(t.begin(), t.end());
+    const size_t n = t.size();
+    medians.push_back(n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]));
+  }
+  return medians;
 }
 
 }  // namespace
@@ -161,10 +174,11 @@ void run_collective_bench(const BenchOptions& options, const std::vector<BenchBa
           // Over ranks: the slowest rank's time, and every rank's wrong elements.
           const Tensor seconds = empty({columns}, DType::f64);
           const Tensor wrong = empty({columns}, DType::i64);
+          std::vector<int64_t> wrong_here;
+          const std::vector<double> medians = measure(backends, call, check, options, control, wrong_here);
           for (int c = 0; c < columns; ++c) {
-            const Timing t = measure(*backends[static_cast<size_t>(c)], call, check, options, control);
-            seconds.data<double>()[c] = t.seconds;
-            wrong.data<int64_t>()[c] = t.wrong;
+            seconds.data<double>()[c] = medians[static_cast<size_t>(c)];
+            wrong.data<int64_t>()[c] = wrong_here[static_cast<size_t>(c)];
           }
           control.all_reduce(seconds, ReduceOp::max);
           control.all_reduce(wrong, ReduceOp::sum);
