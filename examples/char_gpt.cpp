@@ -65,8 +65,10 @@ double unigram_entropy_nats(const std::string& text) {
   return h;
 }
 
-double mean_loss(nn::GPT& model, const Dataset& data, int64_t batch, Device device) {
+double mean_loss(nn::GPT& model, const Dataset& data, int64_t batch, const Accelerator& accelerator) {
+  const Device device = accelerator.device();
   NoGradGuard no_grad;
+  auto autocast = accelerator.autocast();  // evaluated in the precision it was trained in
   model.eval();
   double total = 0;
   int64_t batches = 0;
@@ -168,7 +170,11 @@ int main(int argc, char** argv) {
       for (const Batch& batch : data) {
         if (step == steps) break;
         opt->zero_grad();
-        Tensor loss = nn::cross_entropy(net->forward(batch[0]), batch[1]);
+        Tensor loss;
+        {
+          auto autocast = accelerator.autocast();  // fp16/bf16 matmuls, f32 softmax/norms/loss
+          loss = nn::cross_entropy(net->forward(batch[0]), batch[1]);
+        }
         accelerator.backward(loss);
         opt->step();
         schedule.step();
@@ -181,8 +187,10 @@ int main(int argc, char** argv) {
         }
       }
     }
-    const double held_out_loss = mean_loss(*net, held_out, batch_size, accelerator.device());
+    const double held_out_loss = mean_loss(*net, held_out, batch_size, accelerator);
     accelerator.print(fmt::format("sample:\n{}\n", sample(*net, vocab, sample_length, 0.8, gen, accelerator.device())));
+    if (const LossScaler* scaler = accelerator.loss_scaler())
+      accelerator.print(fmt::format("fp16: {}", scaler->describe()));
     accelerator.print(fmt::format("final: train_loss={:.4f} held_out_loss={:.4f} unigram_entropy={:.4f}", recent,
                                   held_out_loss, entropy));
   } catch (const Error& e) {

@@ -13,10 +13,13 @@ int main(int argc, char** argv) {
   double lr = 0.1;
   uint64_t seed = 0;
   int64_t samples = 1000;
+  bool print_weights = false;
   app.add_option("--epochs", epochs, "Full-batch steps")->capture_default_str();
   app.add_option("--lr", lr, "SGD learning rate")->capture_default_str();
   app.add_option("--seed", seed, "Seed of the data and the initial weights")->capture_default_str();
   app.add_option("--samples", samples, "Data set size")->capture_default_str();
+  app.add_flag("--print-weights", print_weights,
+               "Every process prints its final weights exactly (as hex floats), to compare the ranks");
   CLI11_PARSE(app, argc, argv);
 
   try {
@@ -48,6 +51,10 @@ int main(int argc, char** argv) {
     }
     const double w = net->weight().item(), b = net->bias().item();
     accelerator.print(fmt::format("final: weight={:.6f} bias={:.6f}", w, b));
+    if (print_weights)
+      std::cout << fmt::format("weights of rank {}: {:a} {:a} ({:.9g} {:.9g})\n", accelerator.process_index(),
+                               static_cast<float>(w), static_cast<float>(b), w, b)
+                << std::flush;
   } catch (const Error& e) {
     std::cerr << e.what() << "\n";
     return 1;

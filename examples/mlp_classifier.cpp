@@ -82,8 +82,13 @@ int main(int argc, char** argv) {
       double total = 0;
       int64_t steps = 0;
       for (const Batch& batch : data) {
+        auto scope = accelerator.accumulate();  // with gradient_accumulation_steps > 1, steps every k batches
         opt->zero_grad();
-        Tensor loss = nn::cross_entropy((*net)(batch[0]), batch[1]);
+        Tensor loss;
+        {
+          auto autocast = accelerator.autocast();  // fp16/bf16 matmuls, f32 loss; nothing with mixed_precision=no
+          loss = nn::cross_entropy((*net)(batch[0]), batch[1]);
+        }
         accelerator.backward(loss);
         opt->step();
         total += loss.item();
@@ -95,10 +100,13 @@ int main(int argc, char** argv) {
 
     net->eval();
     NoGradGuard no_grad;
+    auto autocast = accelerator.autocast();  // evaluated in the precision it was trained in
     const Tensor logits = (*net)(to(test_x, accelerator.device()));
     const Tensor y = to(test_y, accelerator.device());
     const double test_loss = nn::cross_entropy(logits, y).item();
     const double accuracy = mean(to(eq(argmax(logits, 1), y), DType::f32)).item();
+    if (const LossScaler* scaler = accelerator.loss_scaler())
+      accelerator.print(fmt::format("fp16: {}", scaler->describe()));
     accelerator.print(fmt::format("final: accuracy={:.4f} loss={:.4f} test_samples={}", accuracy, test_loss,
                                   test_x.size(0)));
     if (!save_dir.empty()) accelerator.save_model(*net, save_dir);

@@ -25,7 +25,7 @@ AdamW::AdamW(std::vector<Tensor> params, const AdamWOptions& options)
     throw Error(fmt::format("AdamW: eps {} and weight_decay {} must be >= 0", options.eps, options.weight_decay));
 }
 
-void AdamW::step() {
+void AdamW::update() {
   NoGradGuard no_grad;
   const ops::AdamWConfig config{lr(), options_.beta1, options_.beta2, options_.eps, options_.weight_decay};
   struct Group {

@@ -21,8 +21,10 @@ class AdamW : public Optimizer {
   AdamW(std::vector<Tensor> params, const AdamWOptions& options);
 
   std::string type_name() const override { return "AdamW"; }
-  void step() override;
   const AdamWOptions& options() const { return options_; }
+
+ protected:
+  void update() override;
 
  private:
   AdamWOptions options_;

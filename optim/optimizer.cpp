@@ -57,7 +57,18 @@ void Optimizer::set_lr(double lr) {
   lr_ = lr;
 }
 
+void Optimizer::step() {
+  if (step_gate_ && !step_gate_()) return;
+  update();
+}
+
+void Optimizer::set_gates(std::function<bool()> step_gate, std::function<bool()> zero_grad_gate) {
+  step_gate_ = std::move(step_gate);
+  zero_grad_gate_ = std::move(zero_grad_gate);
+}
+
 void Optimizer::zero_grad(bool set_to_none) {
+  if (zero_grad_gate_ && !zero_grad_gate_()) return;
   for (const Tensor& p : params_) {
     if (set_to_none) p.set_grad(Tensor());
     else if (p.grad().defined()) ops::zero_(p.grad());

@@ -2,6 +2,7 @@
 // parameter's named state, which it saves and loads as a flat list of (name, tensor).
 #pragma once
 
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -21,13 +22,21 @@ class Optimizer {
 
   virtual std::string type_name() const = 0;
   // Updates every parameter that has a grad; parameters without one are left alone, state and all.
-  virtual void step() = 0;
+  // Does nothing when the step gate (below) says no.
+  void step();
 
   double lr() const { return lr_; }
   void set_lr(double lr);
   const std::vector<Tensor>& params() const { return params_; }
-  // Drops every parameter's grad (set_to_none) or zeroes it in place.
+  // Drops every parameter's grad (set_to_none) or zeroes it in place. Does nothing when the
+  // zero_grad gate says no.
   void zero_grad(bool set_to_none = true);
+
+  // Gates that step() and zero_grad() ask before they act; an empty function always says yes. The
+  // Accelerator installs them so that, during gradient accumulation, the optimizer neither updates
+  // nor clears the grads before the last micro-batch of a window, without wrapping the optimizer in
+  // another type.
+  void set_gates(std::function<bool()> step_gate, std::function<bool()> zero_grad_gate);
 
   // "lr" (0-d f64), then "state.<i>.<slot>" for each parameter i that has state, in parameter order;
   // counts such as "step" are 0-d i64 tensors. The tensors are the live ones, not copies.
@@ -45,6 +54,9 @@ class Optimizer {
   };
   Optimizer(std::vector<Tensor> params, double lr, std::vector<Slot> slots);
 
+  // The update itself, which step() runs when its gate allows.
+  virtual void update() = 0;
+
   // The dtype of tensor slots: f32, or f64 for f64 parameters so gradcheck-precision tests hold.
   virtual DType state_dtype(const Tensor& param) const;
   // Param i's state, one tensor per slot, zeros on first use. A parameter moved or cast since
@@ -59,6 +71,7 @@ class Optimizer {
   double lr_;
   std::vector<Slot> slots_;
   std::vector<std::vector<Tensor>> state_;  // state_[i][slot], empty until param i's first update
+  std::function<bool()> step_gate_, zero_grad_gate_;
 };
 
 }  // namespace accel::optim

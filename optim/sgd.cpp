@@ -19,7 +19,7 @@ SGD::SGD(std::vector<Tensor> params, const SGDOptions& options)
                             options.momentum, options.dampening));
 }
 
-void SGD::step() {
+void SGD::update() {
   NoGradGuard no_grad;
   const ops::SgdConfig config{lr(), options_.momentum, options_.dampening, options_.weight_decay, options_.nesterov};
   // A parameter's first update seeds its buffer with the grad, so those go in a call of their own.

@@ -22,8 +22,10 @@ class SGD : public Optimizer {
   SGD(std::vector<Tensor> params, const SGDOptions& options);
 
   std::string type_name() const override { return "SGD"; }
-  void step() override;
   const SGDOptions& options() const { return options_; }
+
+ protected:
+  void update() override;
 
  private:
   SGDOptions options_;

@@ -1,7 +1,10 @@
 // Accelerator: the facade a training loop talks to. It reads the launch settings, picks this
-// process's device, prepares the model, optimizer and data for it, and runs backward.
+// process's device and, under a launcher, joins the other ranks; it prepares the model, optimizer
+// and data for data-parallel training, runs backward with gradient sync and accumulation, and offers
+// the collectives a training script needs (gather, reduce, broadcast, ...).
 #pragma once
 
+#include <functional>
 #include <iostream>
 #include <memory>
 #include <optional>
@@ -9,11 +12,19 @@
 #include <string>
 #include <tuple>
 #include <type_traits>
+#include <utility>
+#include <vector>
 
+#include "autograd/autocast.h"
+#include "autograd/precision_policy.h"
+#include "collective/communicator.h"
 #include "nn/module.h"
 #include "optim/optimizer.h"
 #include "runtime/data_loader.h"
+#include "runtime/gradient_state.h"
+#include "runtime/loss_scaler.h"
 #include "runtime/process_state.h"
+#include "runtime/reducer.h"
 #include "tensor/tensor.h"
 
 namespace accel {
@@ -22,9 +33,25 @@ namespace accel {
 // `accel launch`), then to the config file, then to the default.
 struct AcceleratorOptions {
   std::optional<std::string> mixed_precision;      // "no", "fp16" or "bf16"   (ACCEL_MIXED_PRECISION)
+  // The dtype gradients are all-reduced in: "f32" (default), "compute" (the mixed_precision dtype), or
+  // "f16"/"bf16", which must then be the compute dtype (ACCEL_GRAD_COMM_DTYPE).
+  std::optional<std::string> grad_comm_dtype;
+  // The dynamic loss scaler's settings; fp16 only (bf16 needs no scaling, and giving these with bf16
+  // or no is rejected). Unset with fp16: the defaults (2^16, x2 after 2000 clean steps, x0.5).
+  std::optional<LossScalerOptions> loss_scaler;
   std::optional<bool> cpu;                         // train on the CPU even with GPUs   (ACCEL_USE_CPU)
   std::optional<int> gradient_accumulation_steps;  // (ACCEL_GRADIENT_ACCUMULATION_STEPS)
   std::optional<std::string> config_file;          // (ACCEL_CONFIG_FILE, else the default path)
+  // Communicator between ranks: "auto" (mpi on the CPU), "mpi", "ring" (the teaching ring all-reduce
+  // over MPI) or "nccl" (ACCEL_BACKEND, config file `backend`). Unused when there is one process.
+  std::optional<std::string> backend;
+  // Gradient buckets fill up to this many MiB (ACCEL_BUCKET_CAP_MB; default 25). The first bucket
+  // is capped at min(1, bucket_cap_mb) so the first all-reduce starts early.
+  std::optional<double> bucket_cap_mb;
+  // How prepare() shards DataLoaders (see ShardOptions): pad the last steps so every rank runs as
+  // many steps, and whether batch_size is the global batch split between the ranks.
+  bool even_batches = true;
+  bool split_batches = false;
   // Print the effective settings once on the main process at start.
   bool print_settings = true;
 };
@@ -36,7 +63,7 @@ struct Setting {
 };
 
 struct EffectiveSettings {
-  Setting mixed_precision, cpu, gradient_accumulation_steps;
+  Setting mixed_precision, grad_comm_dtype, cpu, gradient_accumulation_steps, backend, bucket_cap_mb;
   std::string config_path;  // empty when no config file was read
   std::string describe() const;  // one line for the start-up print
 };
@@ -46,6 +73,9 @@ EffectiveSettings resolve_settings(const AcceleratorOptions& options, const std:
 
 class Accelerator {
  public:
+  // Under a launcher (world size > 1) this is collective: every rank constructs its Accelerator,
+  // which starts MPI if nobody has (MPI then stays up until the program exits, so later
+  // Accelerators in the same program can join again) and builds the communicator.
   explicit Accelerator(AcceleratorOptions options = {});
   ~Accelerator();
   Accelerator(const Accelerator&) = delete;
@@ -59,18 +89,99 @@ class Accelerator {
   bool is_local_main_process() const { return state_.is_local_main_process(); }
   const EffectiveSettings& settings() const { return settings_; }
   int gradient_accumulation_steps() const { return accumulation_steps_; }
+  // "mpi" or "ring" with several processes, "none" with one.
+  const std::string& backend() const { return backend_; }
+  // The communicator between the ranks; null when there is one process.
+  Communicator* communicator() const { return comm_.get(); }
 
   // Prepares each object for this process and returns them in order, so that
   //   auto [model, optimizer, data] = accelerator.prepare(model, optimizer, loader);
   // Models and optimizers are shared_ptrs (returned as the same objects, ready); DataLoaders are
-  // returned as sharded copies that yield batches on this process's device.
+  // returned as sharded copies that yield batches on this process's device. Collective with several
+  // processes: every rank prepares the same models in the same order.
   template <class... Objects>
   auto prepare(Objects&&... objects) {
     return std::tuple{prepare_one(std::forward<Objects>(objects))...};
   }
 
-  // Use instead of loss.backward(): scales the loss as the precision policy and accumulation need.
+  // The precision policy built from mixed_precision and grad_comm_dtype (printed once at start).
+  const PrecisionPolicy& precision_policy() const { return policy_; }
+  // The autocast scope for the forward pass and the loss: matmuls and linear layers run in the compute
+  // dtype (prepared models' weights through their low-precision copies), softmax, norms and losses in
+  // f32. Does nothing when mixed_precision is no. Keep it in a named variable:
+  //   { auto autocast = accelerator.autocast(); loss = loss_of(model->forward(x), y); }
+  //   accelerator.backward(loss);
+  AutocastGuard autocast() const;
+  // The fp16 loss scaler; null with bf16 or no.
+  LossScaler* loss_scaler() { return scaler_.get(); }
+  const LossScaler* loss_scaler() const { return scaler_.get(); }
+  // Whether the last step() of a prepared optimizer was skipped because some rank's grads overflowed.
+  bool optimizer_step_was_skipped() const;
+  // Tells the Accelerator that prepared models' weights changed outside a prepared optimizer's step
+  // (a load_state_dict, a manual edit), so the low-precision copies are rounded again on next use.
+  void weights_changed();
+
+  // Use instead of loss.backward(): runs backward, with the gradients of prepared models averaged
+  // across processes (unless inside no_sync() or on an accumulate() micro-step that does not sync);
+  // inside accumulate() the loss is divided by the accumulation window's size.
   void backward(const Tensor& loss);
+  // The reducer of a prepared model (its buckets and event log); null with one process.
+  const Reducer* reducer(const nn::Module& model) const;
+
+  // A scope that ends with the object (a RAII guard). Keep it in a named variable.
+  class [[nodiscard]] Scope {
+   public:
+    Scope() = default;
+    explicit Scope(std::function<void()> on_exit) : on_exit_(std::move(on_exit)) {}
+    Scope(Scope&& other) noexcept : on_exit_(std::exchange(other.on_exit_, nullptr)) {}
+    Scope& operator=(Scope&&) = delete;
+    ~Scope();
+
+   private:
+    std::function<void()> on_exit_;
+  };
+
+  // Gradient accumulation over gradient_accumulation_steps() micro-batches:
+  //   for (const Batch& batch : data) {
+  //     auto scope = accelerator.accumulate();
+  //     opt->zero_grad(); accelerator.backward(loss_of(batch)); opt->step();
+  //   }
+  // Within a window, backward syncs only on the last micro-batch and divides the loss by the
+  // window's size; the prepared optimizer's step() and zero_grad() do nothing until the window is
+  // complete. Windows follow the prepared DataLoader's position in its epoch, so the last window
+  // of an epoch may be shorter (and syncs at the end of the data); without a prepared loader,
+  // every k-th call to accumulate() closes a window.
+  Scope accumulate();
+  // True when the current micro-step ends an accumulation window (always true outside accumulate()).
+  bool sync_gradients() const { return gradient_state_->sync_gradients; }
+  // Within this scope, backward leaves gradients local (no all-reduce) and never divides the loss.
+  Scope no_sync();
+
+  // Scales the grads of params so their total norm_type-norm is at most max_norm and returns the norm
+  // before clipping. With fp16, the grads are unscaled first (once: the step then does not unscale
+  // them again), and an overflow on any rank makes the norm inf or NaN and the next step skip. After a synchronised backward every rank holds the same averaged grads, so the
+  // local norm is already the global one and no extra all-reduce is needed. norm_type may be inf.
+  double clip_grad_norm(const std::vector<Tensor>& params, double max_norm, double norm_type = 2.0);
+  double clip_grad_norm(const nn::Module& model, double max_norm, double norm_type = 2.0);
+
+  // The collectives below are collective calls (every rank makes them, in the same order). The ranks
+  // first exchange their tensors' dtypes and shapes, so ranks that disagree all throw one message
+  // instead of hanging. With one process each returns its input (a 0-d one as [1] from the gathers).
+  //
+  // Every rank's tensor concatenated along dim 0, in rank order (a 0-d tensor counts as one row).
+  // Dim 0 may differ between ranks; the other dims and the dtype may not.
+  Tensor gather(const Tensor& tensor);
+  // gather, minus the rows that repeat samples to pad the last batches (even_batches), so that over
+  // an epoch every sample is counted exactly once. Dim 0 of tensor must index the samples of the
+  // batch the prepared DataLoader produced last.
+  Tensor gather_for_metrics(const Tensor& tensor);
+  // The elementwise "sum" or "mean" of every rank's tensor (same shape everywhere), as a new tensor.
+  Tensor reduce(const Tensor& tensor, const std::string& reduction = "sum");
+  // Rank from's tensor, as a new tensor on every rank (same shape everywhere).
+  Tensor broadcast(const Tensor& tensor, int from = 0);
+  // Pads tensor along dim with pad_index up to the largest size any rank holds there (at the end, or
+  // at the start with pad_first), so that it can be gathered.
+  Tensor pad_across_processes(const Tensor& tensor, int64_t dim = 0, double pad_index = 0, bool pad_first = false);
 
   // Prints its arguments separated by spaces, on the main process only.
   template <class... Args>
@@ -84,6 +195,9 @@ class Accelerator {
 
   // Blocks until every process reaches it.
   void wait_for_everyone();
+  // The main process runs the scope first; the others enter theirs once it has left its own (for
+  // work such as downloading or preprocessing a data set once).
+  Scope main_process_first();
   // The model the user built (prepare does not wrap it).
   template <class M>
   std::shared_ptr<M> unwrap_model(const std::shared_ptr<M>& model) const {
@@ -110,7 +224,7 @@ class Accelerator {
       return object;
     } else if constexpr (IsSharedPtr<D>::value &&
                          std::is_base_of_v<optim::Optimizer, typename IsSharedPtr<D>::element>) {
-      prepare_optimizer(*object);
+      prepare_optimizer(object);
       return object;
     } else {
       static_assert(sizeof(D) == 0,
@@ -119,13 +233,48 @@ class Accelerator {
   }
 
   void prepare_model(nn::Module& model);
-  void prepare_optimizer(optim::Optimizer& optimizer);
+  void prepare_optimizer(const std::shared_ptr<optim::Optimizer>& optimizer);
   DataLoader prepare_data_loader(const DataLoader& loader);
+
+  // Each rank's dtype, shape and two extra numbers, exchanged so that every rank can check that the
+  // ranks agree before the real collective, and all fail together with one message if they do not.
+  struct TensorInfo {
+    bool defined = false;
+    DType dtype = DType::f32;
+    Shape shape;
+    int64_t extra = 0;
+  };
+  std::vector<TensorInfo> exchange_info(const char* op, const Tensor& tensor, int64_t extra);
+  static std::string shapes_of(const std::vector<TensorInfo>& infos);  // "rank 0 [2, 3], rank 1 [2, 4]"
+  // gather, dropping the last `padding` rows of each rank's part (every rank passes its own).
+  Tensor gather_rows(const char* op, const Tensor& tensor, int64_t padding);
+
+  // Unscales the grads of every prepared optimizer (and extra) for this step if not done yet, and
+  // agrees with the other ranks on whether any overflowed. Collective under fp16.
+  void unscale_grads(const std::vector<Tensor>& extra);
 
   ProcessState state_;
   EffectiveSettings settings_;
+  PrecisionPolicy policy_;
+  std::unique_ptr<LossScaler> scaler_;  // fp16 only
+  // Per step: shared with the optimizers' gates, which hold it weakly.
+  struct MixedPrecisionState;
+  std::shared_ptr<MixedPrecisionState> amp_;
   Device device_ = Device::cpu();
   int accumulation_steps_ = 1;
+  std::string backend_ = "none";
+  ReducerOptions reducer_options_;
+  bool even_batches_ = true;
+  bool split_batches_ = false;
+  std::shared_ptr<Communicator> comm_;  // null with one process
+  std::vector<std::pair<const nn::Module*, std::shared_ptr<Reducer>>> reducers_;
+  std::shared_ptr<GradientState> gradient_state_ = std::make_shared<GradientState>();
+  // accumulate(): whether a scope is open, its window's size, and the position without a loader.
+  bool in_accumulate_ = false;
+  int64_t window_ = 1;
+  int64_t micro_step_ = 0;
+  uint64_t batches_seen_ = 0;
+  int no_sync_depth_ = 0;
 };
 
 }  // namespace accel

@@ -93,6 +93,12 @@ Batch DataLoader::batch(int64_t step) const {
   StepPlan p = plan(step);
   Batch batch{dataset_->get_batch(p.indices), p.padding};
   for (Tensor& field : batch.fields) field = ops::to_device(field, device_);
+  if (gradient_state_) {
+    ++gradient_state_->batches;
+    gradient_state_->step = step;
+    gradient_state_->steps_per_epoch = size();
+    gradient_state_->padding = p.padding;
+  }
   return batch;
 }
 

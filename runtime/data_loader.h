@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "runtime/dataset.h"
+#include "runtime/gradient_state.h"
 
 namespace accel {
 
@@ -53,6 +54,9 @@ class DataLoader {
   // Batches are moved to this device as they are produced.
   void set_device(Device device) { device_ = device; }
   Device device() const { return device_; }
+  // Each batch produced records its step, the epoch's length and its padding here; the Accelerator
+  // gives its prepared loaders one, so accumulate() and gather_for_metrics know where the data is.
+  void set_gradient_state(std::shared_ptr<GradientState> state) { gradient_state_ = std::move(state); }
 
   const Dataset& dataset() const { return *dataset_; }
   const DataLoaderOptions& options() const { return options_; }
@@ -69,6 +73,7 @@ class DataLoader {
     int64_t padding = 0;
   };
   StepPlan plan(int64_t step) const;
+  // The step's batch on the loader's device; updates the gradient state if one is set.
   Batch batch(int64_t step) const;
 
   class Iterator {
@@ -107,6 +112,7 @@ class DataLoader {
   ShardOptions shard_;
   int64_t epoch_ = 0;
   Device device_ = Device::cpu();
+  std::shared_ptr<GradientState> gradient_state_;
   // epoch_order() of the last epoch asked for, so a step does not redraw the whole permutation.
   mutable std::vector<int64_t> order_cache_;
   mutable int64_t order_cache_epoch_ = -1;

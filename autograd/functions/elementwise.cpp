@@ -1,5 +1,6 @@
 // Differentiable elementwise ops. Each grad is summed back to its input's shape, undoing the
 // broadcast of the forward.
+#include "autograd/autocast.h"
 #include "autograd/functions.h"
 #include "autograd/node.h"
 #include "tensor/creation.h"
@@ -19,7 +20,9 @@ Tensor unbroadcast(const Tensor& grad, const Tensor& input) { return ops::sum_to
 
 }  // namespace
 
-Tensor add(const Tensor& a, const Tensor& b) {
+Tensor add(const Tensor& a_in, const Tensor& b_in) {
+  Tensor a = a_in, b = b_in;
+  autocast::promote(a, b);
   Tensor out = ops::add(a, b);
   record("AddBackward", {a, b}, {out}, [a = detach(a), b = detach(b)](const Grads& g) -> Grads {
     return {unbroadcast(g[0], a), unbroadcast(g[0], b)};
@@ -27,7 +30,9 @@ Tensor add(const Tensor& a, const Tensor& b) {
   return out;
 }
 
-Tensor sub(const Tensor& a, const Tensor& b) {
+Tensor sub(const Tensor& a_in, const Tensor& b_in) {
+  Tensor a = a_in, b = b_in;
+  autocast::promote(a, b);
   Tensor out = ops::sub(a, b);
   record("SubBackward", {a, b}, {out}, [a = detach(a), b = detach(b)](const Grads& g) -> Grads {
     return {unbroadcast(g[0], a), unbroadcast(ops::neg(g[0]), b)};
@@ -35,7 +40,9 @@ Tensor sub(const Tensor& a, const Tensor& b) {
   return out;
 }
 
-Tensor mul(const Tensor& a, const Tensor& b) {
+Tensor mul(const Tensor& a_in, const Tensor& b_in) {
+  Tensor a = a_in, b = b_in;
+  autocast::promote(a, b);
   Tensor out = ops::mul(a, b);
   record("MulBackward", {a, b}, {out},
          [a = detach(a), b = detach(b), need_a = a.requires_grad(), need_b = b.requires_grad()](const Grads& g) -> Grads {
@@ -45,7 +52,9 @@ Tensor mul(const Tensor& a, const Tensor& b) {
   return out;
 }
 
-Tensor div(const Tensor& a, const Tensor& b) {
+Tensor div(const Tensor& a_in, const Tensor& b_in) {
+  Tensor a = a_in, b = b_in;
+  autocast::promote(a, b);
   Tensor out = ops::div(a, b);
   record("DivBackward", {a, b}, {out},
          [a = detach(a), b = detach(b), need_b = b.requires_grad()](const Grads& g) -> Grads {
@@ -56,7 +65,9 @@ Tensor div(const Tensor& a, const Tensor& b) {
   return out;
 }
 
-Tensor pow(const Tensor& a, const Tensor& b) {
+Tensor pow(const Tensor& a_in, const Tensor& b_in) {
+  Tensor a = a_in, b = b_in;
+  autocast::promote(a, b);
   Tensor out = ops::pow(a, b);
   record("PowBackward", {a, b}, {out},
          [a = detach(a), b = detach(b), out = detach(out), need_b = b.requires_grad()](const Grads& g) -> Grads {
@@ -89,8 +100,16 @@ static Tensor min_max(const char* name, const Tensor& a, const Tensor& b, Tensor
   return out;
 }
 
-Tensor maximum(const Tensor& a, const Tensor& b) { return min_max("MaximumBackward", a, b, ops::maximum(a, b), true); }
-Tensor minimum(const Tensor& a, const Tensor& b) { return min_max("MinimumBackward", a, b, ops::minimum(a, b), false); }
+Tensor maximum(const Tensor& a_in, const Tensor& b_in) {
+  Tensor a = a_in, b = b_in;
+  autocast::promote(a, b);
+  return min_max("MaximumBackward", a, b, ops::maximum(a, b), true);
+}
+Tensor minimum(const Tensor& a_in, const Tensor& b_in) {
+  Tensor a = a_in, b = b_in;
+  autocast::promote(a, b);
+  return min_max("MinimumBackward", a, b, ops::minimum(a, b), false);
+}
 
 Tensor neg(const Tensor& t) {
   Tensor out = ops::neg(t);
@@ -155,7 +174,9 @@ Tensor gelu(const Tensor& t) {
   return out;
 }
 
-Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
+Tensor where(const Tensor& cond, const Tensor& a_in, const Tensor& b_in) {
+  Tensor a = a_in, b = b_in;
+  autocast::promote(a, b);
   Tensor out = ops::where(cond, a, b);
   record("WhereBackward", {a, b}, {out}, [cond = detach(cond), a = detach(a), b = detach(b)](const Grads& g) -> Grads {
     const Tensor zero = zero_like_scalar(g[0]);

@@ -1,5 +1,6 @@
 // Differentiable linear: the forward is one GEMM with the bias folded in; the backward is two GEMMs
 // that produce the input and weight grads in their own layouts, and a sum over rows for the bias.
+#include "autograd/autocast.h"
 #include "autograd/functions.h"
 #include "autograd/node.h"
 #include "tensor/ops/linear.h"
@@ -12,7 +13,10 @@ namespace accel {
 using autograd::record;
 using Grads = std::vector<Tensor>;
 
-Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+Tensor linear(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in) {
+  // Under autocast the GEMM runs in the compute dtype; a registered master weight comes as its copy.
+  const Tensor x = autocast::to_compute(x_in), weight = autocast::to_compute(weight_in),
+               bias = autocast::to_compute(bias_in);
   Tensor out = ops::linear(x, weight, bias);
   record("LinearBackward", {x, weight, bias}, {out},
          [x = detach(x), weight = detach(weight), need_x = x.requires_grad(), need_weight = weight.requires_grad(),

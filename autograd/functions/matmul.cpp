@@ -1,5 +1,6 @@
 // Differentiable matmul: grad_a = g @ b^T and grad_b = a^T @ g, summed back over broadcast batch
 // dims, with 1-d operands lifted to matrices as in the forward.
+#include "autograd/autocast.h"
 #include "autograd/functions.h"
 #include "autograd/node.h"
 #include "tensor/ops/matmul.h"
@@ -17,7 +18,9 @@ Tensor mT(const Tensor& t) { return ops::transpose(t, -2, -1); }
 
 }  // namespace
 
-Tensor matmul(const Tensor& a, const Tensor& b) {
+Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
+  // Under autocast both operands run in the compute dtype; the casts' nodes carry grads back.
+  const Tensor a = autocast::to_compute(a_in), b = autocast::to_compute(b_in);
   Tensor out = ops::matmul(a, b);
   record("MatmulBackward", {a, b}, {out},
          [a = detach(a), b = detach(b), need_a = a.requires_grad(), need_b = b.requires_grad()](const Grads& g) -> Grads {

@@ -1,5 +1,6 @@
 // Differentiable neural-network ops: each backward calls the matching raw backward op of
 // tensor/ops/nn_ops.h, which shares its per-element math with the CUDA kernels.
+#include "autograd/autocast.h"
 #include "autograd/functions.h"
 #include "autograd/node.h"
 #include "tensor/creation.h"
@@ -11,7 +12,8 @@ namespace accel {
 using autograd::record;
 using Grads = std::vector<Tensor>;
 
-Tensor softmax(const Tensor& x, int64_t dim) {
+Tensor softmax(const Tensor& x_in, int64_t dim) {
+  const Tensor x = autocast::to_reduction(x_in);
   Tensor out = ops::softmax(x, dim);
   record("SoftmaxBackward", {x}, {out}, [out = detach(out), dim](const Grads& g) -> Grads {
     return {ops::softmax_backward(g[0], out, dim)};
@@ -19,7 +21,8 @@ Tensor softmax(const Tensor& x, int64_t dim) {
   return out;
 }
 
-Tensor log_softmax(const Tensor& x, int64_t dim) {
+Tensor log_softmax(const Tensor& x_in, int64_t dim) {
+  const Tensor x = autocast::to_reduction(x_in);
   Tensor out = ops::log_softmax(x, dim);
   record("LogSoftmaxBackward", {x}, {out}, [out = detach(out), dim](const Grads& g) -> Grads {
     return {ops::log_softmax_backward(g[0], out, dim)};
@@ -27,7 +30,8 @@ Tensor log_softmax(const Tensor& x, int64_t dim) {
   return out;
 }
 
-Tensor causal_softmax(const Tensor& x, double scale) {
+Tensor causal_softmax(const Tensor& x_in, double scale) {
+  const Tensor x = autocast::to_reduction(x_in);
   Tensor out = ops::causal_softmax(x, scale);
   record("CausalSoftmaxBackward", {x}, {out}, [out = detach(out), scale](const Grads& g) -> Grads {
     return {ops::causal_softmax_backward(g[0], out, scale)};
@@ -35,7 +39,9 @@ Tensor causal_softmax(const Tensor& x, double scale) {
   return out;
 }
 
-Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps) {
+Tensor layer_norm(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in, double eps) {
+  const Tensor x = autocast::to_reduction(x_in), weight = autocast::to_reduction(weight_in),
+               bias = autocast::to_reduction(bias_in);
   ops::LayerNormResult r = ops::layer_norm(x, weight, bias, eps);
   record("LayerNormBackward", {x, weight, bias}, {r.out},
          [x = detach(x), weight = detach(weight), bias = detach(bias), mean = r.mean,
@@ -55,7 +61,8 @@ Tensor embedding(const Tensor& weight, const Tensor& indices) {
   return out;
 }
 
-Tensor cross_entropy(const Tensor& logits, const Tensor& target, int64_t ignore_index, Reduction reduction) {
+Tensor cross_entropy(const Tensor& logits_in, const Tensor& target, int64_t ignore_index, Reduction reduction) {
+  const Tensor logits = autocast::to_reduction(logits_in);
   Tensor loss = ops::cross_entropy(logits, target, ignore_index, reduction);
   record("CrossEntropyBackward", {logits}, {loss},
          [logits = detach(logits), target = detach(target), ignore_index, reduction](const Grads& g) -> Grads {

@@ -1,6 +1,7 @@
 // Differentiable reductions: the grad is broadcast back over the reduced dims.
 #include <algorithm>
 
+#include "autograd/autocast.h"
 #include "autograd/functions.h"
 #include "autograd/node.h"
 #include "tensor/creation.h"
@@ -38,7 +39,8 @@ Tensor expand_back(const Tensor& grad, const Shape& in_shape, const std::vector<
 
 }  // namespace
 
-Tensor sum(const Tensor& t, const std::vector<int64_t>& dims, bool keepdim) {
+Tensor sum(const Tensor& t_in, const std::vector<int64_t>& dims, bool keepdim) {
+  const Tensor t = autocast::to_reduction(t_in);
   Tensor out = ops::sum(t, dims, keepdim);
   record("SumBackward", {t}, {out}, [shape = t.shape(), d = reduced_dims("sum", t, dims), keepdim](const Grads& g) -> Grads {
     return {expand_back(g[0], shape, d, keepdim)};
@@ -48,7 +50,8 @@ Tensor sum(const Tensor& t, const std::vector<int64_t>& dims, bool keepdim) {
 
 Tensor sum(const Tensor& t) { return sum(t, {}, false); }
 
-Tensor mean(const Tensor& t, const std::vector<int64_t>& dims, bool keepdim) {
+Tensor mean(const Tensor& t_in, const std::vector<int64_t>& dims, bool keepdim) {
+  const Tensor t = autocast::to_reduction(t_in);
   Tensor out = ops::mean(t, dims, keepdim);
   const std::vector<int64_t> d = reduced_dims("mean", t, dims);
   int64_t count = 1;

@@ -63,4 +63,24 @@ void adamw_step_(const std::vector<Tensor>& params, const std::vector<Tensor>& g
   }
 }
 
+void unscale_and_check_(const std::vector<Tensor>& grads, double inv_scale, bool& finite) {
+  for (const Tensor& grad : grads) {
+    dispatch_floating(grad.dtype(), "unscale_and_check_", [&]<class T>() {
+      using C = compute_t<T>;
+      const C k = static_cast<C>(inv_scale);
+      T* g = static_cast<T*>(grad.data_ptr());
+      const int64_t n = grad.numel();
+      // Each thread keeps its own flag; a plain && reduction folds them, with no shared write per element.
+      bool all_finite = true;
+#pragma omp parallel for reduction(&& : all_finite) if (n > kParallelGrain)
+      for (int64_t i = 0; i < n; ++i) {
+        bool ok = true;
+        g[i] = store<T>(unscale_grad(load(g[i]), k, ok));
+        all_finite = all_finite && ok;
+      }
+      if (!all_finite) finite = false;
+    });
+  }
+}
+
 }  // namespace accel::cpu

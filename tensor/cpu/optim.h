@@ -14,5 +14,7 @@ void sgd_step_(const std::vector<Tensor>& params, const std::vector<Tensor>& gra
 void adamw_step_(const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
                  const std::vector<Tensor>& exp_avgs, const std::vector<Tensor>& exp_avg_sqs,
                  const ops::AdamWConfig& config, int64_t step);
+// Multiplies each grad by inv_scale in place and clears `finite` if some element was inf or NaN.
+void unscale_and_check_(const std::vector<Tensor>& grads, double inv_scale, bool& finite);
 
 }  // namespace accel::cpu

@@ -4,6 +4,8 @@
 
 #include <fmt/format.h>
 
+#include <cmath>
+
 #include "tensor/cpu/optim.h"
 #include "tensor/dispatch.h"
 #include "tensor/ops/views.h"
@@ -120,6 +122,27 @@ void adamw_step_(const std::vector<Tensor>& params, const std::vector<Tensor>& g
   }
   if (params.empty()) return;
   ACCEL_DISPATCH_CPU_ONLY(op, params[0].device(), adamw_step_, params, g, exp_avgs, exp_avg_sqs, config, step);
+}
+
+bool unscale_and_check_(const std::vector<Tensor>& grads, double inv_scale) {
+  const char* op = "unscale_and_check_";
+  if (!std::isfinite(inv_scale) || inv_scale <= 0.0)
+    throw Error(fmt::format("{}: inv_scale must be finite and > 0, got {}", op, inv_scale));
+  for (size_t i = 0; i < grads.size(); ++i) {
+    const Tensor& g = grads[i];
+    if (!g.defined()) throw Error(fmt::format("{}: grads[{}] is undefined", op, i));
+    if (!is_floating(g.dtype()))
+      throw Error(fmt::format("{}: grads[{}] is {}, expected a floating dtype (f64, f32, f16, bf16)", op, i,
+                              dtype_name(g.dtype())));
+    if (g.device() != grads[0].device())
+      throw Error(fmt::format("{}: grads[{}] is on {} but grads[0] is on {}", op, i, g.device().str(),
+                              grads[0].device().str()));
+    check_contiguous(op, g, "grads", i);
+  }
+  if (grads.empty()) return false;
+  bool finite = true;
+  ACCEL_DISPATCH_CPU_ONLY(op, grads[0].device(), unscale_and_check_, grads, inv_scale, finite);
+  return !finite;
 }
 
 }  // namespace accel::ops

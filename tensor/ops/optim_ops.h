@@ -1,5 +1,5 @@
-// Raw fused optimizer updates over lists of tensors, in place; one pass per tensor on the CPU and
-// one multi-tensor launch on CUDA.
+// Raw fused optimizer updates over lists of tensors, in place, and the loss scaler's unscale step;
+// one pass per tensor on the CPU and one multi-tensor launch on CUDA.
 #pragma once
 
 #include <vector>
@@ -30,5 +30,10 @@ struct AdamWConfig {
 void adamw_step_(const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
                  const std::vector<Tensor>& exp_avgs, const std::vector<Tensor>& exp_avg_sqs,
                  const AdamWConfig& config, int64_t step);
+
+// The loss scaler's unscale: multiplies every grad by inv_scale in place and returns true when some
+// element was inf or NaN (checked before the multiply). grads are floating, contiguous and on one
+// device; on CUDA one pass over all of them writes a device flag that is read back once.
+bool unscale_and_check_(const std::vector<Tensor>& grads, double inv_scale);
 
 }  // namespace accel::ops

@@ -248,3 +248,24 @@ TEST_CASE("end to end: a Linear fits y = 3x + 0.5 with SGD") {
   CHECK(lin.weight().item() == doctest::Approx(3.0).epsilon(1e-4));
   CHECK(lin.bias().item() == doctest::Approx(0.5).epsilon(1e-4));
 }
+
+TEST_CASE("step() and zero_grad() ask their gates first; no gates means always") {
+  Tensor w = from_vector(std::vector<float>{1, 2}).requires_grad_();
+  optim::SGD sgd({w}, {.lr = 0.5});
+  w.set_grad(from_vector(std::vector<float>{1, 1}));
+  bool allow_step = false, allow_zero = false;
+  sgd.set_gates([&] { return allow_step; }, [&] { return allow_zero; });
+  sgd.step();
+  sgd.zero_grad();
+  CHECK(w.to_vector<float>() == std::vector<float>{1, 2});  // gated: no update
+  REQUIRE(w.grad().defined());                              // gated: grad kept
+  allow_step = allow_zero = true;
+  sgd.step();
+  CHECK(w.to_vector<float>() == std::vector<float>{0.5f, 1.5f});
+  sgd.zero_grad();
+  CHECK_FALSE(w.grad().defined());
+  sgd.set_gates(nullptr, nullptr);
+  w.set_grad(from_vector(std::vector<float>{1, 1}));
+  sgd.step();
+  CHECK(w.to_vector<float>() == std::vector<float>{0.0f, 1.0f});
+}

@@ -250,3 +250,45 @@ TEST_CASE("optimizer step errors name the op, the list entry and what was expect
                        "adamw_step_: exp_avg_sqs[1] is f16, expected f32 for f32 params[1]", Error);
   CHECK(values(first) == Vec(3, 1.0));
 }
+
+TEST_CASE("unscale_and_check_: multiplies every grad by inv_scale and reports inf or NaN anywhere") {
+  for (DType dtype : {DType::f32, DType::f16, DType::bf16, DType::f64}) {
+    CAPTURE(dtype_name(dtype));
+    std::vector<Tensor> grads = {ops::to_dtype(from_vector<double>({1024, -512, 256, 0.5}), dtype),
+                                 ops::to_dtype(from_vector<double>({8, 16}, {2, 1}), dtype)};
+    CHECK_FALSE(ops::unscale_and_check_(grads, 1.0 / 256));
+    CHECK(values(grads[0]) == Vec{4, -2, 1, 0.5 / 256});
+    CHECK(values(grads[1]) == Vec{8.0 / 256, 16.0 / 256});
+    for (double bad : {INFINITY, -INFINITY, NAN}) {
+      // In the second tensor's last element, so a check that stopped early would miss it.
+      std::vector<Tensor> g = {ops::to_dtype(from_vector<double>({1, 2, 3}), dtype),
+                               ops::to_dtype(from_vector<double>({4, 5, bad}), dtype)};
+      CHECK(ops::unscale_and_check_(g, 0.5));
+      CHECK(values(g[0]) == Vec{0.5, 1, 1.5});  // still unscaled: the step is skipped, not the pass
+    }
+  }
+}
+
+TEST_CASE("unscale_and_check_: a large grad that inv_scale > 1 would overflow is not an overflow") {
+  std::vector<Tensor> g = {ops::to_dtype(from_vector<double>({60000}), DType::f16)};
+  CHECK_FALSE(ops::unscale_and_check_(g, 4.0));
+  CHECK(std::isinf(values(g[0])[0]));
+}
+
+TEST_CASE("unscale_and_check_: a long grad is checked in every element across threads") {
+  Tensor g = zeros({100003}, DType::f32);
+  ops::fill_(ops::narrow(g, 0, 77777, 1), NAN);
+  CHECK(ops::unscale_and_check_({g}, 2.0));
+  CHECK_FALSE(ops::unscale_and_check_({zeros({100003}, DType::f32)}, 2.0));
+  CHECK_FALSE(ops::unscale_and_check_({}, 2.0));
+}
+
+TEST_CASE("unscale_and_check_: bad arguments") {
+  CHECK_THROWS_WITH_AS(ops::unscale_and_check_({zeros({2}, DType::f32)}, 0.0),
+                       "unscale_and_check_: inv_scale must be finite and > 0, got 0", Error);
+  CHECK_THROWS_WITH_AS(ops::unscale_and_check_({zeros({2}, DType::i64)}, 1.0),
+                       "unscale_and_check_: grads[0] is i64, expected a floating dtype (f64, f32, f16, bf16)", Error);
+  CHECK_THROWS_WITH_AS(ops::unscale_and_check_({zeros({2}, DType::f32), ops::transpose(zeros({2, 3}), 0, 1)}, 1.0),
+                       "unscale_and_check_: grads[1] is not contiguous (shape [3, 2], strides [1, 3]); it is updated in place",
+                       Error);
+}

@@ -1,0 +1,57 @@
+// PrecisionPolicy: building it from the user's settings and rejecting contradictory ones.
+#include "autograd/precision_policy.h"
+
+#include <fmt/format.h>
+
+#include "tensor/error.h"
+
+namespace accel {
+
+PrecisionPolicy PrecisionPolicy::from_settings(const std::string& mixed_precision, const std::string& grad_comm) {
+  PrecisionPolicy p;
+  if (mixed_precision == "fp16") p.compute = DType::f16;
+  else if (mixed_precision == "bf16") p.compute = DType::bf16;
+  else if (mixed_precision != "no")
+    throw Error(fmt::format("PrecisionPolicy: mixed_precision '{}' is not valid; expected no, fp16 or bf16",
+                            mixed_precision));
+  if (grad_comm == "f32" || grad_comm == "fp32") {
+    p.grad_comm = DType::f32;
+  } else if (grad_comm == "compute") {
+    p.grad_comm = p.compute;
+  } else if (grad_comm == "f16" || grad_comm == "fp16" || grad_comm == "bf16") {
+    const DType asked = grad_comm == "bf16" ? DType::bf16 : DType::f16;
+    if (asked != p.compute)
+      throw Error(fmt::format("PrecisionPolicy: grad_comm_dtype={} conflicts with mixed_precision={}: gradients are "
+                              "communicated in f32 or in the compute dtype ({}); use f32 or compute",
+                              grad_comm, mixed_precision, dtype_name(p.compute)));
+    p.grad_comm = asked;
+  } else {
+    throw Error(fmt::format("PrecisionPolicy: grad_comm_dtype '{}' is not valid; expected f32, compute, f16 or bf16",
+                            grad_comm));
+  }
+  p.validate();
+  return p;
+}
+
+void PrecisionPolicy::validate() const {
+  if (param != DType::f32)
+    throw Error(fmt::format("PrecisionPolicy: param dtype {} is not supported; master weights are f32",
+                            dtype_name(param)));
+  if (reduction != DType::f32)
+    throw Error(fmt::format("PrecisionPolicy: reduction dtype {} is not supported; reductions run in f32",
+                            dtype_name(reduction)));
+  if (compute != DType::f32 && compute != DType::f16 && compute != DType::bf16)
+    throw Error(fmt::format("PrecisionPolicy: compute dtype {} is not supported; expected f32, f16 or bf16",
+                            dtype_name(compute)));
+  if (grad_comm != DType::f32 && grad_comm != compute)
+    throw Error(fmt::format("PrecisionPolicy: grad_comm dtype {} conflicts with compute dtype {}; gradients are "
+                            "communicated in f32 or in the compute dtype",
+                            dtype_name(grad_comm), dtype_name(compute)));
+}
+
+std::string PrecisionPolicy::describe() const {
+  return fmt::format("param {}, compute {}, reduction {}, grad_comm {}", dtype_name(param), dtype_name(compute),
+                     dtype_name(reduction), dtype_name(grad_comm));
+}
+
+}  // namespace accel

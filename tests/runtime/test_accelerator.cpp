@@ -1,0 +1,108 @@
+// The Accelerator in one process: settings precedence for backend and bucket_cap_mb, collectives
+// that are the identity, and gradient accumulation with the optimizer's gates. Multi-rank behaviour
+// is tested under mpirun in tests/ddp/.
+#include <doctest/doctest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "accel.h"
+
+using namespace accel;
+
+namespace {
+
+// A config file that sets the backend, so precedence can be seen; removed at the end of the test.
+struct TempConfig {
+  std::filesystem::path path = std::filesystem::temp_directory_path() / "accel_test_accelerator.yaml";
+  explicit TempConfig(const std::string& text) { std::ofstream(path) << text; }
+  ~TempConfig() { std::filesystem::remove(path); }
+};
+
+AcceleratorOptions quiet(const TempConfig& config) {
+  AcceleratorOptions o;
+  o.print_settings = false;
+  o.config_file = config.path.string();
+  return o;
+}
+
+}  // namespace
+
+TEST_CASE("backend and bucket_cap_mb: code, then environment, then config file, then default") {
+  const TempConfig config("backend: ring\n");
+  AcceleratorOptions o = quiet(config);
+  EffectiveSettings s = resolve_settings(o, {});
+  CHECK(s.backend.value == "ring");
+  CHECK(s.backend.source == "config file");
+  CHECK(s.bucket_cap_mb.value == "25");
+  CHECK(s.bucket_cap_mb.source == "default");
+  s = resolve_settings(o, {{"ACCEL_BACKEND", "mpi"}, {"ACCEL_BUCKET_CAP_MB", "4.5"}});
+  CHECK(s.backend.value == "mpi");
+  CHECK(s.backend.source == "environment ACCEL_BACKEND");
+  CHECK(s.bucket_cap_mb.value == "4.5");
+  o.backend = "auto";
+  o.bucket_cap_mb = 2;
+  s = resolve_settings(o, {{"ACCEL_BACKEND", "mpi"}, {"ACCEL_BUCKET_CAP_MB", "4.5"}});
+  CHECK(s.backend.value == "auto");
+  CHECK(s.backend.source == "code");
+  CHECK(s.bucket_cap_mb.value == "2");
+  CHECK_THROWS_WITH_AS(resolve_settings(quiet(config), {{"ACCEL_BACKEND", "gloo"}}),
+                       "Accelerator: backend 'gloo' from environment ACCEL_BACKEND is not valid; expected auto, mpi, "
+                       "ring or nccl",
+                       Error);
+  CHECK_THROWS_WITH_AS(resolve_settings(quiet(config), {{"ACCEL_BUCKET_CAP_MB", "0"}}),
+                       "Accelerator: bucket_cap_mb '0' from environment ACCEL_BUCKET_CAP_MB is not valid; expected a "
+                       "number of MiB > 0",
+                       Error);
+}
+
+TEST_CASE("one process: no communicator, and every collective is the identity") {
+  const TempConfig config("backend: ring\n");
+  Accelerator accelerator(quiet(config));
+  CHECK(accelerator.num_processes() == 1);
+  CHECK(accelerator.communicator() == nullptr);
+  CHECK(accelerator.backend() == "none");
+  const Tensor t = from_vector(std::vector<float>{1, 2, 3, 4}, {2, 2});
+  CHECK(accelerator.gather(t).to_vector<float>() == t.to_vector<float>());
+  CHECK(accelerator.gather_for_metrics(t).shape() == Shape{2, 2});
+  CHECK(accelerator.reduce(t, "mean").to_vector<float>() == t.to_vector<float>());
+  CHECK(accelerator.broadcast(t, 0).to_vector<float>() == t.to_vector<float>());
+  CHECK(accelerator.pad_across_processes(t, 1).shape() == Shape{2, 2});
+  CHECK(accelerator.gather(scalar_tensor(5.0)).shape() == Shape{1});
+  accelerator.wait_for_everyone();
+  { auto scope = accelerator.main_process_first(); }
+  CHECK_THROWS_WITH_AS(accelerator.broadcast(t, 1), "Accelerator::broadcast: from = 1 is not a rank of 1", Error);
+}
+
+TEST_CASE("one process: accumulate() divides the loss by the window and gates the optimizer") {
+  const TempConfig config("gradient_accumulation_steps: 2\n");
+  Accelerator accelerator(quiet(config));
+  REQUIRE(accelerator.gradient_accumulation_steps() == 2);
+  Generator gen(0);
+  auto w = std::make_shared<nn::Linear>(1, 1, false, gen);
+  auto sgd = std::make_shared<optim::SGD>(w->parameters(), optim::SGDOptions{.lr = 1.0});
+  // Three samples x = 1, 2, 3 in batches of one: windows of 2 and 1 (the last one short).
+  const Tensor x = from_vector(std::vector<float>{1, 2, 3}, {3, 1});
+  DataLoader loader(std::make_shared<TensorDataset>(std::vector<Tensor>{x}), {.batch_size = 1});
+  auto [net, opt, data] = accelerator.prepare(w, sgd, loader);
+  const double w0 = net->weight().item();
+  std::vector<double> weights, grads;
+  for (const Batch& batch : data) {
+    auto scope = accelerator.accumulate();
+    opt->zero_grad();
+    // loss = w x, so the grad is x divided by the window's size.
+    accelerator.backward(sum((*net)(batch[0])));
+    grads.push_back(net->weight().grad().item());
+    opt->step();
+    weights.push_back(net->weight().item());
+  }
+  // Window 1: grads 1/2, then 1/2 + 2/2 (kept, not zeroed); step by 1.5. Window 2: 3/1.
+  CHECK(grads == std::vector<double>{0.5, 1.5, 3.0});
+  CHECK(weights[0] == w0);
+  CHECK(weights[1] == doctest::Approx(w0 - 1.5));
+  CHECK(weights[2] == doctest::Approx(w0 - 4.5));
+  // Outside accumulate(): a plain backward, no division, and the optimizer steps.
+  opt->zero_grad();
+  accelerator.backward(sum((*net)(from_vector(std::vector<float>{2}, {1, 1}))));
+  CHECK(net->weight().grad().item() == 2.0);
+}
