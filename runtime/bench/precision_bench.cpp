@@ -27,6 +27,7 @@
 #include "tensor/ops/copy.h"
 #include "tensor/ops/elementwise.h"
 #include "tensor/ops/matmul.h"
+#include "tensor/ops/optim_ops.h"
 #if ACCEL_WITH_CUDA
 #include "tensor/cuda/device.h"
 #include "tensor/cuda/stream.h"
@@ -225,6 +226,14 @@ class Runner {
       measure(bandwidth_row(device, ref, memcpy_gbs, "elementwise", "mul", dtype), device, bytes, make,
               [&] { (void)ops::mul(a, b); });
     }
+    for (DType dtype : {DType::f32, DType::f16, DType::bf16}) {
+      // The loss scaler's pass over the grads: read, check, scale, write. inv_scale 1 keeps the values
+      // finite however often it runs, and costs what any other scale does.
+      Tensor grad;
+      measure(bandwidth_row(device, ref, memcpy_gbs, "unscale", "unscale_and_check_", dtype), device,
+              2.0 * static_cast<double>(dtype_size(dtype)) * count,
+              [&] { grad = randn({n}, gen, dtype, device); }, [&] { (void)ops::unscale_and_check_({grad}, 1.0); });
+    }
     for (DType to : {DType::f16, DType::bf16}) {
       const double bytes = count * static_cast<double>(4 + dtype_size(to));
       Tensor f32, half;
@@ -300,7 +309,11 @@ class Runner {
     const Tensor target = ops::to_device(y, device);
     return median_seconds(device, o_.warmup, o_.iters, [&] {
       opt->zero_grad();
-      const Tensor loss = nn::cross_entropy(net->forward(x), target);
+      Tensor loss;
+      {
+        auto autocast = accelerator.autocast();  // fp16/bf16 matmuls, f32 loss; nothing with no
+        loss = nn::cross_entropy(net->forward(x), target);
+      }
       accelerator.backward(loss);
       opt->step();
     });
