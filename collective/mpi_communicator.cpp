@@ -1,6 +1,15 @@
-// The Open MPI backend. Each operation becomes one nonblocking MPI call (MPI_Iallreduce, MPI_Isend, ...)
-// started by the communicator's communication thread in submission order, which then polls the
-// requests with MPI_Test; polling is what drives MPI's progress while the caller computes.
+// The Open MPI backend, with two threads per communicator:
+//  - collectives run one at a time, in submission order, as the blocking MPI calls (MPI_Allreduce, ...)
+//    on a collective thread. They are the calls a program using MPI directly makes, with the same
+//    algorithms. MPI's nonblocking collectives are another implementation (libnbc in Open MPI): its
+//    MPI_Iallreduce reduces to one rank and broadcasts back the whole buffer on fewer than 4 ranks or
+//    in place, and allocates a buffer of the message's size per call, which made large all-reduces
+//    on 2 ranks about half as fast (docs/benchmarks.md has the numbers). PyTorch's MPI backend does
+//    the same: blocking collectives on a worker thread.
+//  - send and recv are started as MPI_Isend/MPI_Irecv by a polling thread in submission order and
+//    tested with MPI_Test; polling is what drives their progress while the caller computes. They do
+//    not queue behind a collective, so a rank blocked in a collective still receives the message its
+//    peer must send before joining that collective.
 #include "collective/mpi_communicator.h"
 
 #include <fmt/format.h>
@@ -22,6 +31,7 @@
 
 #include "accel_config.h"
 #include "collective/mpi_environment.h"
+#include "collective/work_queue.h"
 
 #if ACCEL_WITH_CUDA
 #include <cuda_runtime_api.h>
@@ -35,7 +45,7 @@ namespace accel {
 
 namespace {
 
-// The communication thread's polling: this many idle polls (each yielding the core), then sleeps.
+// The polling thread: this many idle polls (each yielding the core), then sleeps.
 constexpr int kSpinPolls = 256;
 constexpr std::chrono::microseconds kBackoff{20};
 
@@ -182,9 +192,17 @@ class Staging {
 
 // The finish step of an operation with staged tensors: the backend's own step on the host buffers
 // (may be empty), then the copy back. It also keeps the staging, whose buffers MPI uses, alive until
-// the operation has finished.
-std::function<void(const MPI_Status&)> finish_staged(std::shared_ptr<Staging> staging,
-                                                     std::function<void(const MPI_Status&)> finish = {}) {
+// the operation has finished. Collectives finish on their own thread, point-to-point operations on the
+// polling thread with the request's status.
+std::function<void()> finish_staged(std::shared_ptr<Staging> staging, std::function<void()> finish = {}) {
+  return [staging = std::move(staging), finish = std::move(finish)] {
+    if (finish) finish();
+    staging->copy_back();
+  };
+}
+
+std::function<void(const MPI_Status&)> finish_staged_p2p(std::shared_ptr<Staging> staging,
+                                                         std::function<void(const MPI_Status&)> finish = {}) {
   return [staging = std::move(staging), finish = std::move(finish)](const MPI_Status& status) {
     if (finish) finish(status);
     staging->copy_back();
@@ -197,7 +215,7 @@ void half_reduce(void* in, void* inout, int* len, MPI_Datatype*) {
   reduce_into(D, R, inout, in, *len);
 }
 
-// MPI_Comm_dup of comm, after checking that MPI can host a communication thread.
+// MPI_Comm_dup of comm, after checking that MPI can host the communicator's threads.
 MPI_Comm duplicate(MPI_Comm comm) {
   int initialized = 0, finalized = 0, level = 0;
   check("MpiCommunicator", "MPI_Initialized", MPI_Initialized(&initialized));
@@ -208,7 +226,7 @@ MPI_Comm duplicate(MPI_Comm comm) {
                             finalized ? "already finalised" : "not initialised"));
   check("MpiCommunicator", "MPI_Query_thread", MPI_Query_thread(&level));
   if (level < MPI_THREAD_MULTIPLE)
-    throw Error(fmt::format("MpiCommunicator: MPI provides {}, but the communication thread needs "
+    throw Error(fmt::format("MpiCommunicator: MPI provides {}, but the communication threads need "
                             "MPI_THREAD_MULTIPLE (initialise MPI with MPI_Init_thread, or let MpiEnvironment do it)",
                             mpi_thread_level_name(level)));
   MPI_Comm dup = MPI_COMM_NULL;
@@ -228,9 +246,11 @@ class MpiCommunicator::Engine {
       throw;
     }
     thread_ = std::thread([this] { loop(); });
+    collectives_ = std::make_unique<WorkQueue>();
   }
 
   ~Engine() {
+    collectives_.reset();  // runs the queued collectives, then joins their thread
     {
       std::lock_guard lock(mutex_);
       stopping_ = true;
@@ -270,9 +290,22 @@ class MpiCommunicator::Engine {
     }
   }
 
-  // Queues an operation: start issues its nonblocking MPI call (named call, for messages) and returns
-  // the code; finish (may be empty) runs on the thread once it completed. keep holds the tensors whose
-  // memory MPI uses until then.
+  // Queues a collective: run makes the blocking MPI call (named call, for messages) on the collective
+  // thread and returns its code; finish (may be empty) runs there after it succeeded. keep holds the
+  // tensors whose memory MPI uses until then.
+  Work collective(std::string name, const char* call, std::vector<Tensor> keep, std::function<int()> run,
+                  std::function<void()> finish = {}) {
+    return collectives_->submit([name = std::move(name), call, keep = std::move(keep), run = std::move(run),
+                                 finish = std::move(finish)] {
+      const int rc = run();
+      if (rc != MPI_SUCCESS) throw Error(failure(name, call, rc));
+      if (finish) finish();
+    });
+  }
+
+  // Queues a point-to-point operation: start issues its nonblocking MPI call (named call, for
+  // messages) and returns the code; finish (may be empty) runs on the polling thread once it
+  // completed. keep holds the tensors whose memory MPI uses until then.
   Work submit(std::string name, const char* call, std::vector<Tensor> keep, std::function<int(MPI_Request*)> start,
               std::function<void(const MPI_Status&)> finish = {}) {
     auto state = std::make_shared<WorkState>();
@@ -394,11 +427,14 @@ class MpiCommunicator::Engine {
   std::array<MPI_Op, 3> bf16_ops_ = {MPI_OP_NULL, MPI_OP_NULL, MPI_OP_NULL};  // sum, max, min
 
   PinnedPool pinned_;  // before the queue: destroyed after every operation that staged through it
+  // The polling thread and its queue of point-to-point operations.
   std::mutex mutex_;
   std::condition_variable wake_;
   std::deque<Op> queue_;
   bool stopping_ = false;
   std::thread thread_;
+  // The collective thread.
+  std::unique_ptr<WorkQueue> collectives_;
 };
 
 MpiCommunicator::MpiCommunicator(MPI_Comm comm) : MpiCommunicator(Adopt{}, duplicate(comm)) {}
@@ -409,20 +445,19 @@ MpiCommunicator::MpiCommunicator(Adopt, MPI_Comm owned)
 MpiCommunicator::~MpiCommunicator() = default;
 
 std::unique_ptr<Communicator> MpiCommunicator::dup() {
-  // Through the communication thread like any collective, so it stays in order with the others.
+  // On the collective thread like any collective, so it stays in order with the others.
   auto copy = std::make_shared<MPI_Comm>(MPI_COMM_NULL);
   MPI_Comm comm = engine_->comm();
-  engine_->submit("dup", "MPI_Comm_idup", {}, [comm, copy](MPI_Request* r) { return MPI_Comm_idup(comm, copy.get(), r); })
-      .wait();
+  engine_->collective("dup", "MPI_Comm_dup", {}, [comm, copy] { return MPI_Comm_dup(comm, copy.get()); }).wait();
   return std::unique_ptr<Communicator>(new MpiCommunicator(Adopt{}, *copy));
 }
 
 namespace {
 
 // The finish step of avg: MPI summed, every rank divides its result by the rank count.
-std::function<void(const MPI_Status&)> average(ReduceOp op, DType dtype, void* data, int64_t count, int size) {
+std::function<void()> average(ReduceOp op, DType dtype, void* data, int64_t count, int size) {
   if (op != ReduceOp::avg) return {};
-  return [=](const MPI_Status&) { divide_by(dtype, data, count, size); };
+  return [=] { divide_by(dtype, data, count, size); };
 }
 
 }  // namespace
@@ -436,9 +471,8 @@ Work MpiCommunicator::start_all_reduce(const Tensor& in, const Tensor& out, Redu
   const MPI_Datatype type = engine_->datatype(in.dtype());
   const MPI_Op mpi_op = engine_->op(in.dtype(), op);
   const MPI_Comm comm = engine_->comm();
-  return engine_->submit(
-      "all_reduce", "MPI_Iallreduce", {in, out},
-      [=](MPI_Request* r) { return MPI_Iallreduce(send, recv, count, type, mpi_op, comm, r); },
+  return engine_->collective(
+      "all_reduce", "MPI_Allreduce", {in, out}, [=] { return MPI_Allreduce(send, recv, count, type, mpi_op, comm); },
       finish_staged(staging, average(op, in.dtype(), recv, count, size_)));
 }
 
@@ -449,9 +483,8 @@ Work MpiCommunicator::start_broadcast(const Tensor& tensor, int root) {
   staging->copy_in();
   const MPI_Datatype type = engine_->datatype(tensor.dtype());
   const MPI_Comm comm = engine_->comm();
-  return engine_->submit(
-      "broadcast", "MPI_Ibcast", {tensor}, [=](MPI_Request* r) { return MPI_Ibcast(data, count, type, root, comm, r); },
-      finish_staged(staging));
+  return engine_->collective("broadcast", "MPI_Bcast", {tensor}, [=] { return MPI_Bcast(data, count, type, root, comm); },
+                             finish_staged(staging));
 }
 
 Work MpiCommunicator::start_all_gather(const Tensor& in, const Tensor& out, bool in_place) {
@@ -463,10 +496,9 @@ Work MpiCommunicator::start_all_gather(const Tensor& in, const Tensor& out, bool
   staging->copy_in();
   const MPI_Datatype type = engine_->datatype(in.dtype());
   const MPI_Comm comm = engine_->comm();
-  return engine_->submit(
-      "all_gather", "MPI_Iallgather", {in, out},
-      [=](MPI_Request* r) { return MPI_Iallgather(send, count, type, recv, count, type, comm, r); },
-      finish_staged(staging));
+  return engine_->collective("all_gather", "MPI_Allgather", {in, out},
+                             [=] { return MPI_Allgather(send, count, type, recv, count, type, comm); },
+                             finish_staged(staging));
 }
 
 Work MpiCommunicator::start_reduce_scatter(const Tensor& in, const Tensor& out, ReduceOp op, bool in_place) {
@@ -480,19 +512,19 @@ Work MpiCommunicator::start_reduce_scatter(const Tensor& in, const Tensor& out, 
   void* mine = staging->host(out, /*read=*/false, /*write=*/true);
   staging->copy_in();
   if (!in_place) {
-    return engine_->submit(
-        "reduce_scatter", "MPI_Ireduce_scatter_block", {in, out},
-        [=](MPI_Request* r) { return MPI_Ireduce_scatter_block(whole, mine, count, type, mpi_op, comm, r); },
+    return engine_->collective(
+        "reduce_scatter", "MPI_Reduce_scatter_block", {in, out},
+        [=] { return MPI_Reduce_scatter_block(whole, mine, count, type, mpi_op, comm); },
         finish_staged(staging, average(op, in.dtype(), mine, count, size_)));
   }
   // In place, MPI reduces `in` and leaves this rank's result at its start; move it to the rank's slot.
   const size_t bytes = out.nbytes();
   const DType dtype = in.dtype();
   const int size = size_;
-  return engine_->submit(
-      "reduce_scatter", "MPI_Ireduce_scatter_block", {in, out},
-      [=](MPI_Request* r) { return MPI_Ireduce_scatter_block(MPI_IN_PLACE, whole, count, type, mpi_op, comm, r); },
-      finish_staged(staging, [=](const MPI_Status&) {
+  return engine_->collective(
+      "reduce_scatter", "MPI_Reduce_scatter_block", {in, out},
+      [=] { return MPI_Reduce_scatter_block(MPI_IN_PLACE, whole, count, type, mpi_op, comm); },
+      finish_staged(staging, [=] {
         std::memmove(mine, whole, bytes);
         if (op == ReduceOp::avg) divide_by(dtype, mine, count, size);
       }));
@@ -506,15 +538,14 @@ Work MpiCommunicator::start_gather(const Tensor& in, const Tensor& out, int root
   staging->copy_in();
   const MPI_Datatype type = engine_->datatype(in.dtype());
   const MPI_Comm comm = engine_->comm();
-  return engine_->submit(
-      "gather", "MPI_Igather", {in, out},
-      [=](MPI_Request* r) { return MPI_Igather(send, count, type, recv, count, type, root, comm, r); },
-      finish_staged(staging));
+  return engine_->collective("gather", "MPI_Gather", {in, out},
+                             [=] { return MPI_Gather(send, count, type, recv, count, type, root, comm); },
+                             finish_staged(staging));
 }
 
 Work MpiCommunicator::start_barrier() {
   const MPI_Comm comm = engine_->comm();
-  return engine_->submit("barrier", "MPI_Ibarrier", {}, [=](MPI_Request* r) { return MPI_Ibarrier(comm, r); });
+  return engine_->collective("barrier", "MPI_Barrier", {}, [=] { return MPI_Barrier(comm); });
 }
 
 Work MpiCommunicator::start_send(const Tensor& tensor, int dst, int tag) {
@@ -526,7 +557,7 @@ Work MpiCommunicator::start_send(const Tensor& tensor, int dst, int tag) {
   const MPI_Comm comm = engine_->comm();
   return engine_->submit(
       "send", "MPI_Isend", {tensor}, [=](MPI_Request* r) { return MPI_Isend(data, count, type, dst, tag, comm, r); },
-      finish_staged(staging));
+      finish_staged_p2p(staging));
 }
 
 Work MpiCommunicator::start_recv(const Tensor& tensor, int src, int tag) {
@@ -540,7 +571,7 @@ Work MpiCommunicator::start_recv(const Tensor& tensor, int src, int tag) {
       "recv", "MPI_Irecv", {tensor},
       [=](MPI_Request* r) { return MPI_Irecv(data, count, type, src, tag, comm, r); },
       // A longer message fails in MPI (MPI_ERR_TRUNCATE); a shorter one arrives quietly, so check it here.
-      finish_staged(staging, [=](const MPI_Status& status) {
+      finish_staged_p2p(staging, [=](const MPI_Status& status) {
         int received = 0;
         check("recv", "MPI_Get_count", MPI_Get_count(&status, type, &received));
         if (received != count)

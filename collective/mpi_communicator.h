@@ -1,6 +1,7 @@
 // MpiCommunicator: the Open MPI backend. Every dtype (f16/bf16 reduced through user-defined MPI ops that
 // compute in f32), in place and out of place, every MPI return code turned into accel::Error. Async
-// operations run on one communication thread per communicator, so they overlap the caller's compute.
+// operations run on the communicator's own threads (one for collectives, one for send/recv), so they
+// overlap the caller's compute.
 #pragma once
 
 #include <mpi.h>
@@ -15,7 +16,7 @@ class MpiCommunicator final : public Communicator {
  public:
   // Duplicates comm (a collective call over comm), so this communicator's messages never mix with
   // other traffic on comm. MPI must be running with MPI_THREAD_MULTIPLE (MpiEnvironment asks for it):
-  // the communication thread calls MPI beside the caller's threads.
+  // the communicator's threads call MPI beside the caller's threads.
   explicit MpiCommunicator(MPI_Comm comm = MPI_COMM_WORLD);
   // Finishes every operation already started, then frees the duplicate and its datatype and ops.
   ~MpiCommunicator() override;
@@ -39,7 +40,7 @@ class MpiCommunicator final : public Communicator {
   struct Adopt {};
   MpiCommunicator(Adopt, MPI_Comm owned);  // takes ownership of an already duplicated communicator
 
-  class Engine;  // the duplicate communicator, its datatypes and ops, and the communication thread
+  class Engine;  // the duplicate communicator, its datatypes and ops, and the communication threads
   std::unique_ptr<Engine> engine_;
   int rank_ = 0;
   int size_ = 1;

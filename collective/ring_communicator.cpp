@@ -83,9 +83,19 @@ void RingCommunicator::exchange(const Tensor& outgoing, const Tensor& incoming) 
   sent.wait();
 }
 
+Tensor RingCommunicator::scratch(int which, int64_t count, DType dtype) {
+  // Large blocks come from the system as fresh pages on every allocation, and touching them (a page
+  // fault and zeroing per 4 KB) costs about as much as a step of the ring moving them; so the ring
+  // keeps its largest scratch blocks.
+  std::shared_ptr<Storage>& kept = scratch_[which];
+  const size_t bytes = static_cast<size_t>(count) * dtype_size(dtype);
+  if (!kept || kept->nbytes() < bytes) kept = std::make_shared<Storage>(bytes, Device::cpu());
+  return Tensor::make_view(kept, {count}, {1}, 0, dtype);
+}
+
 void RingCommunicator::reduce_scatter_phase(const Tensor& buffer, int64_t total, ReduceOp op) {
   // Room for the largest chunk (chunk 0), reused by every step.
-  Tensor incoming = empty({chunk(total, 0).count}, buffer.dtype());
+  const Tensor incoming = scratch(0, chunk(total, 0).count, buffer.dtype());
   for (int step = 0; step < size_ - 1; ++step) {
     const Chunk send = chunk(total, wrap(rank_ - 1 - step));
     const Chunk recv = chunk(total, wrap(rank_ - 2 - step));
@@ -127,7 +137,7 @@ Work RingCommunicator::start_reduce_scatter(const Tensor& in, const Tensor& out,
     // `out`: exactly where the phase leaves this rank's result. Otherwise it works on a copy of in.
     Tensor buffer = in;
     if (!in_place) {
-      buffer = empty({in.numel()}, in.dtype());
+      buffer = scratch(1, in.numel(), in.dtype());
       std::memcpy(buffer.data_ptr(), in.data_ptr(), in.nbytes());
     }
     const int64_t total = in.numel();  // size_ equal chunks, one per rank

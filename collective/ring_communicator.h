@@ -48,6 +48,8 @@ class RingCommunicator final : public Communicator {
   void all_gather_phase(const Tensor& buffer, int64_t total);
   // One step of either phase: send `outgoing` to the right while receiving `incoming` from the left.
   void exchange(const Tensor& outgoing, const Tensor& incoming);
+  // count elements of dtype in the ring thread's scratch memory `which` (0 or 1), kept between calls.
+  Tensor scratch(int which, int64_t count, DType dtype);
 
   std::shared_ptr<Communicator> transport_;
   std::unique_ptr<Communicator> links_;
@@ -55,6 +57,7 @@ class RingCommunicator final : public Communicator {
   int size_ = 1;
   int right_ = 0;
   int left_ = 0;
+  std::shared_ptr<Storage> scratch_[2];  // used by the queue's thread only
   WorkQueue queue_;  // last: destroyed first, so queued collectives finish while links_ still exists
 };
 

@@ -1,4 +1,4 @@
-// The accel executable: config, launch, env, test (and the hidden exec-rank that wraps each launched rank).
+// The accel executable: config, launch, env, test, bench (and the hidden exec-rank that wraps each launched rank).
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 #include <unistd.h>
@@ -7,6 +7,7 @@
 #include <iostream>
 #include <thread>
 
+#include "runtime/cli/bench_command.h"
 #include "runtime/cli/config_wizard.h"
 #include "runtime/config_file.h"
 #include "runtime/env_report.h"
@@ -71,6 +72,9 @@ int run(int argc, char** argv) {
       "test", "Check the collectives and data-parallel training under the current launch settings; ends with "
               "one verdict line and exits non-zero on FAIL");
 
+  // accel bench allreduce|allgather|reducescatter|broadcast
+  accel::BenchCommand bench(app);
+
   // accel exec-rank -- PROGRAM ARGS is internal: it wraps one launched rank to name it when it
   // fails. Its arguments are the program's, so they bypass the parser.
   if (argc >= 2 && std::string(argv[1]) == "exec-rank") {
@@ -92,6 +96,8 @@ int run(int argc, char** argv) {
   }
 
   CLI11_PARSE(app, argc, argv);
+
+  if (bench.selected()) return bench.run();
 
   if (*config) {
     const std::string path = config_path.empty() ? accel::default_config_path() : config_path;

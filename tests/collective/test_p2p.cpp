@@ -1,4 +1,4 @@
-// send/recv (every dtype, tag matching, count errors), barrier ordering and dup isolation.
+// send/recv (every dtype, tag matching, count errors, during a collective), barrier ordering and dup isolation.
 #include <chrono>
 #include <thread>
 
@@ -111,5 +111,33 @@ TEST_CASE("dup gives a communicator over the same ranks whose messages stay apar
     const Tensor t = from_vector<int64_t>({comm->rank()});
     copy->all_reduce(t, ReduceOp::max);
     CHECK(t.data<int64_t>()[0] == comm->size() - 1);
+  }
+}
+
+TEST_CASE("a rank waiting in a collective still receives the message its peer sends before joining it") {
+  // Rank 0 starts an all_reduce and then receives from the last rank, which sends first and joins the
+  // all_reduce only once its send has completed. The message is large enough to need the receiver
+  // (MPI's rendezvous), so a backend that queued the recv behind the unfinished all_reduce would hang.
+  const int64_t n = 1 << 20;
+  for (Communicator* comm : backends()) {
+    INFO(where(*comm, DType::f32, n, "recv during a collective"));
+    const int rank = comm->rank(), last = comm->size() - 1;
+    const Tensor reduced = filled<float>({1000}, [&](int64_t i) { return value<float>(rank, i); });
+    const Tensor message = filled<float>({n}, [&](int64_t i) { return value<float>(last, i); });
+    const Tensor received = empty({n}, DType::f32);
+    if (rank == 0) {
+      Work collective = comm->all_reduce_async(reduced);
+      Work sent = rank == last ? comm->send_async(message, 0, 11) : Work();  // one rank: to itself
+      comm->recv(received, last, 11);
+      if (sent.valid()) sent.wait();
+      collective.wait();
+      CHECK(mismatch<float>(received, [&](int64_t i) { return value<float>(last, i); }) == "");
+    } else if (rank == last) {
+      comm->send(message, 0, 11);
+      comm->all_reduce(reduced);
+    } else {
+      comm->all_reduce(reduced);
+    }
+    CHECK(mismatch<float>(reduced, [&](int64_t i) { return reduce_ref<float>(ReduceOp::sum, comm->size(), i); }) == "");
   }
 }

@@ -62,7 +62,7 @@ else
     || build_ok=false
 fi
 if $build_ok; then
-  targets=(tests/gpu/test_cuda_host tests/gpu/test_gpu bench/gpu_kernels)
+  targets=(tests/gpu/test_cuda_host tests/gpu/test_gpu bench/gpu_kernels accel)
   # test_gpu_dist exists when the build found MPI.
   if ninja -C "$build" -t targets all 2>/dev/null | grep -q '^tests/gpu/test_gpu_dist:'; then
     targets+=(tests/gpu/test_gpu_dist)
@@ -108,6 +108,12 @@ if $build_ok; then
   fi
   unset ACCEL_TEST_RESULTS
   run_step gpu_kernels 150 "$build/bench/gpu_kernels" --json "$bench_json"
+  # accel bench precision on the GPU (docs/benchmarks.md): GEMM, bandwidth and training-step rows next
+  # to the published peaks. Without a GPU there is no device to measure, so it does not run.
+  if [ -n "$device_name" ]; then
+    run_step bench_precision 240 "$build/accel" bench precision --devices cuda:0 --gemm-sizes 2048,8192 \
+      --elements 67108864 --json "$out/precision.json"
+  fi
 fi
 
 section "summary"
@@ -128,6 +134,11 @@ path = os.path.join(out, "tests.jsonl")
 if os.path.exists(path):
     with open(path) as f:
         tests = [json.loads(line) for line in f if line.strip()]
+precision = None
+path = os.path.join(out, "precision.json")
+if os.path.exists(path):
+    with open(path) as f:
+        precision = json.load(f)
 bench = None
 path = os.path.join(out, "bench.json")
 if os.path.exists(path):
@@ -138,6 +149,8 @@ counts = {s: sum(1 for t in tests if t["status"] == s) for s in ("passed", "fail
 executables_ok = all(rc in (0, 77) for rc in status.values())
 bench_ok = status.get("gpu_kernels") in (0, 77)
 expected = {"test_cuda_host", "test_gpu", "test_gpu_dist_np1", "test_gpu_dist_np2", "gpu_kernels"}
+if device:
+    expected.add("bench_precision")
 ok = build_ok == "true" and counts["failed"] == 0 and executables_ok and bench_ok and set(status) == expected
 gpu_ran = status.get("test_gpu") == 0 and status.get("test_gpu_dist_np1") == 0
 report = {
@@ -150,6 +163,7 @@ report = {
     "ok": ok,
     "tests": tests,
     "benchmarks": bench,
+    "precision": precision,
 }
 with open(os.path.join(out, "gpu_check.json"), "w") as f:
     json.dump(report, f, indent=2)
