@@ -116,10 +116,10 @@ MpiEnvironment& program_mpi() {
 
 std::string EffectiveSettings::describe() const {
   return fmt::format(
-      "mixed_precision={} ({}), grad_comm_dtype={} ({}), cpu={} ({}), gradient_accumulation_steps={} ({}), backend={} ({}), "
-      "bucket_cap_mb={} ({}){}",
-      mixed_precision.value, mixed_precision.source, grad_comm_dtype.value, grad_comm_dtype.source, cpu.value, cpu.source, gradient_accumulation_steps.value,
-      gradient_accumulation_steps.source, backend.value, backend.source, bucket_cap_mb.value, bucket_cap_mb.source,
+      "mixed_precision={} ({}), grad_comm_dtype={} ({}), cpu={} ({}), gradient_accumulation_steps={} ({}), "
+      "backend={} ({}), bucket_cap_mb={} ({}){}",
+      mixed_precision.value, mixed_precision.source, grad_comm_dtype.value, grad_comm_dtype.source, cpu.value,
+      cpu.source, gradient_accumulation_steps.value, gradient_accumulation_steps.source, backend.value, backend.source, bucket_cap_mb.value, bucket_cap_mb.source,
       config_path.empty() ? "" : fmt::format(", config file {}", config_path));
 }
 

@@ -158,9 +158,11 @@ class Accelerator {
   Scope no_sync();
 
   // Scales the grads of params so their total norm_type-norm is at most max_norm and returns the norm
-  // before clipping. With fp16, the grads are unscaled first (once: the step then does not unscale
-  // them again), and an overflow on any rank makes the norm inf or NaN and the next step skip. After a synchronised backward every rank holds the same averaged grads, so the
+  // before clipping. After a synchronised backward every rank holds the same averaged grads, so the
   // local norm is already the global one and no extra all-reduce is needed. norm_type may be inf.
+  // With fp16 the grads are unscaled first (once: the step then does not unscale them again), an
+  // overflow on any rank makes the norm inf or NaN and the step skip, and clipping must wait for the
+  // micro-step that updates (sync_gradients()).
   double clip_grad_norm(const std::vector<Tensor>& params, double max_norm, double norm_type = 2.0);
   double clip_grad_norm(const nn::Module& model, double max_norm, double norm_type = 2.0);
 

@@ -69,7 +69,7 @@ Setup setup(Accelerator& accelerator, const std::string& optimizer = "adamw") {
 
 }  // namespace
 
-TEST_CASE("fp16: an inf in one rank's grad makes every rank skip the step, halve the scale and keep its weights bitwise") {
+TEST_CASE("fp16: an inf in one rank's grad makes every rank skip, halve the scale and keep its weights bitwise") {
   Accelerator accelerator(fp16_options());
   Setup s = setup(accelerator);
   const int world = accelerator.num_processes();

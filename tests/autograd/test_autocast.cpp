@@ -63,10 +63,11 @@ TEST_CASE("autocast: on the CPU halves are rounded at op boundaries, so results 
   const Tensor x = random({5, 16}, 4), w = random({3, 16}, 5), b = random({3}, 6);
   AutocastGuard autocast(policy("bf16"));
   const Tensor got = linear(x, w, b);
-  const Tensor want = ops::linear(ops::to_dtype(x, DType::bf16), ops::to_dtype(w, DType::bf16), ops::to_dtype(b, DType::bf16));
+  auto bf16 = [](const Tensor& t) { return ops::to_dtype(t, DType::bf16); };
+  const Tensor want = ops::linear(bf16(x), bf16(w), bf16(b));
   CHECK(values(got) == values(want));
   const Tensor m = matmul(x, transpose(w, 0, 1));
-  CHECK(values(m) == values(ops::matmul(ops::to_dtype(x, DType::bf16), ops::to_dtype(transpose(w, 0, 1), DType::bf16))));
+  CHECK(values(m) == values(ops::matmul(bf16(x), bf16(transpose(w, 0, 1)))));
 }
 
 TEST_CASE("autocast: grads flow through the casts and reach f32 leaves as f32, close to the f32 grads") {
@@ -162,7 +163,8 @@ TEST_CASE("PrecisionPolicy: built from the settings, described in one line, cont
                        "PrecisionPolicy: grad_comm_dtype 'i8' is not valid; expected f32, compute, f16 or bf16", Error);
   PrecisionPolicy p = policy("fp16");
   p.param = DType::f16;
-  CHECK_THROWS_WITH_AS(p.validate(), "PrecisionPolicy: param dtype f16 is not supported; master weights are f32", Error);
+  CHECK_THROWS_WITH_AS(p.validate(), "PrecisionPolicy: param dtype f16 is not supported; master weights are f32",
+                       Error);
   p = policy("fp16");
   p.grad_comm = DType::bf16;
   CHECK_THROWS_WITH_AS(p.validate(),

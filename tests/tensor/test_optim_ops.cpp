@@ -294,7 +294,8 @@ TEST_CASE("unscale_and_check_: bad arguments") {
   CHECK_THROWS_WITH_AS(ops::unscale_and_check_({zeros({2}, DType::i64)}, 1.0),
                        "unscale_and_check_: grads[0] is i64, expected a floating dtype (f64, f32, f16, bf16)", Error);
   CHECK_THROWS_WITH_AS(ops::unscale_and_check_({zeros({2}, DType::f32), ops::transpose(zeros({2, 3}), 0, 1)}, 1.0),
-                       "unscale_and_check_: grads[1] is not contiguous (shape [3, 2], strides [1, 3]); it is updated in place",
+                       "unscale_and_check_: grads[1] is not contiguous (shape [3, 2], strides [1, 3]); it is "
+                       "updated in place",
                        Error);
 }
 
