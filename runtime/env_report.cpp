@@ -53,6 +53,11 @@ void report_cuda(std::ostringstream& out) {
 }
 #endif
 
+#if ACCEL_WITH_NCCL
+// The NCCL line: the version of the library that was loaded.
+void report_nccl(std::ostringstream& out) { out << fmt::format("NCCL: {}\n", nccl_version_string()); }
+#endif
+
 }  // namespace
 
 std::string env_report() {
@@ -73,7 +78,7 @@ std::string env_report() {
   report_cuda(out);
 #endif
 #if ACCEL_WITH_NCCL
-  out << fmt::format("NCCL: {}\n", nccl_version_string());
+  report_nccl(out);
 #endif
   const std::string path = default_config_path();
   if (std::filesystem::exists(path)) {
