@@ -163,6 +163,11 @@ void report_cuda(std::ostringstream& out) {
 }
 #endif
 
+#if ACCEL_WITH_NCCL
+// The NCCL line: the version of the library that was loaded.
+void report_nccl(std::ostringstream& out) { out << fmt::format("NCCL: {}\n", nccl_version_string()); }
+#endif
+
 }  // namespace
 
 std::string env_report() {
@@ -185,7 +190,7 @@ std::string env_report() {
   report_cuda(out);
 #endif
 #if ACCEL_WITH_NCCL
-  out << fmt::format("NCCL: {}\n", nccl_version_string());
+  report_nccl(out);
 #endif
   out << devices_line();
   out << process_lines();

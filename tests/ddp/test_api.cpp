@@ -156,8 +156,15 @@ TEST_CASE("main_process_first: the others enter their scope after the main proce
 TEST_CASE("settings: bad backend names, nccl without NCCL, and bad bucket caps are clear errors") {
   CHECK(error_of([] { Accelerator a(options("gloo")); }) ==
         "Accelerator: backend 'gloo' from code is not valid; expected auto, mpi, ring or nccl");
+#if ACCEL_WITH_NCCL
+  if (cuda_device_count() == 0)  // with a GPU per rank this would build an NCCL communicator
+    CHECK(error_of([] { Accelerator a(options("nccl")); }) ==
+          "Accelerator: backend nccl (from code) needs a GPU, but the device is cpu (no CUDA device is visible); use "
+          "auto, mpi or ring");
+#else
   CHECK(error_of([] { Accelerator a(options("nccl")); }) ==
         "Accelerator: backend nccl (from code) is not available: this build has no NCCL; use auto, mpi or ring");
+#endif
   AcceleratorOptions o = options();
   o.bucket_cap_mb = -1;
   CHECK(error_of([&] { Accelerator a(o); }) ==

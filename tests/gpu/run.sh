@@ -4,8 +4,9 @@
 # the GPU when there is one) and the GPU benchmarks, and writes OUT_DIR/gpu_check.log (everything
 # printed) and OUT_DIR/gpu_check.json (each test's status, each benchmark's numbers, a verdict).
 #   tests/gpu/run.sh OUT_DIR
-# Exit status 0 only when the build succeeds, no test fails and every benchmark requirement is met.
-# Without a GPU it still builds and runs: every GPU test is reported skipped, never passed.
+# Exit status 0 only when the build succeeds, every GPU test ran and passed and every benchmark
+# requirement is met. Without a GPU it still builds and runs: every GPU test is reported skipped,
+# never passed, and the script exits 77 (1 when something failed).
 # Environment: ACCEL_GPU_ARCHS (default 90), ACCEL_GPU_BUILD_DIR (default build-gpu, reused when it
 # exists), ACCEL_GPU_REUSE=1 (build in that dir with the options it has, e.g. a CPU machine's own
 # build dir), ACCEL_GPU_JOBS (default: all cores). docs/gpu.md explains the output.
@@ -153,6 +154,10 @@ if device:
     expected.add("bench_precision")
 ok = build_ok == "true" and counts["failed"] == 0 and executables_ok and bench_ok and set(status) == expected
 gpu_ran = status.get("test_gpu") == 0 and status.get("test_gpu_dist_np1") == 0
+# Nothing failed but nothing ran on a GPU either: skipped, never a pass.
+# With a GPU the benchmarks must have run too.
+ok = ok and (not gpu_ran or status.get("gpu_kernels") == 0)
+verdict = "fail" if not ok else "pass" if gpu_ran else "skipped"
 report = {
     "started": started,
     "device": device or None,
@@ -160,7 +165,8 @@ report = {
     "exit_status": status,
     "summary": counts,
     "gpu_tests_ran": gpu_ran,
-    "ok": ok,
+    "ok": ok and gpu_ran,
+    "verdict": verdict,
     "tests": tests,
     "benchmarks": bench,
     "precision": precision,
@@ -173,8 +179,8 @@ for t in tests:
         print(f"  FAILED: {t['executable']}: {t['name']}")
 if not gpu_ran:
     print("no GPU test ran on a GPU: this is not a GPU proof")
-print("verdict:", "PASS" if ok else "FAIL")
-sys.exit(0 if ok else 1)
+print("verdict:", verdict.upper())
+sys.exit({"pass": 0, "fail": 1, "skipped": 77}[verdict])
 EOF
 verdict=$?
 echo "finished in ${SECONDS}s; wrote $log and $out/gpu_check.json"

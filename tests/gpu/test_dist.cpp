@@ -164,6 +164,42 @@ TEST_CASE("mpi backend: ranks sharing a GPU train an MLP to the weights one rank
   }
 }
 
+TEST_CASE("accelerator: ranks on GPUs train through the reducer to the weights one rank reaches") {
+  // auto: nccl when each rank has a GPU of its own, else the mpi backend staging the shared GPU.
+  const int size = world().size(), rank = world().rank();
+  AcceleratorOptions options;
+  options.print_settings = false;
+  options.bucket_cap_mb = 0.001;  // several buckets, so all-reduces start during backward
+  Accelerator accelerator(options);
+  REQUIRE(accelerator.device().is_cuda());
+  if (size > 1) CHECK(accelerator.backend() == (ACCEL_WITH_NCCL && cuda::device_count() >= size ? "nccl" : "mpi"));
+  const Device device = accelerator.device();
+  auto reference = make_mlp(3);
+  reference->to(device);
+  optim::AdamW ref_opt(reference->parameters(), optim::AdamWOptions{.lr = 1e-2});
+  auto model = make_mlp(3);
+  auto optimizer = std::make_shared<optim::AdamW>(model->parameters(), optim::AdamWOptions{.lr = 1e-2});
+  auto [net, opt] = accelerator.prepare(model, optimizer);
+  const int64_t local = 64 / size;
+  for (int step = 0; step < 15; ++step) {
+    const auto [x, y] = global_batch(step);
+    ref_opt.zero_grad();
+    backward(nn::cross_entropy(reference->forward(to(x, device)), to(y, device)));
+    ref_opt.step();
+    opt->zero_grad();
+    const Tensor xs = to(narrow(x, 0, rank * local, local), device), ys = to(narrow(y, 0, rank * local, local), device);
+    accelerator.backward(nn::cross_entropy(net->forward(xs), ys));
+    opt->step();
+  }
+  if (size > 1) {
+    const Reducer* reducer = accelerator.reducer(*net);
+    REQUIRE(reducer != nullptr);
+    CHECK(reducer->buckets().size() > 1);
+  }
+  const auto got = net->named_parameters(), want = reference->named_parameters();
+  for (size_t i = 0; i < got.size(); ++i) check_close(got[i].second, want[i].second, 1e-4, 1e-5, got[i].first);
+}
+
 #if ACCEL_WITH_NCCL
 
 TEST_CASE("nccl: every collective on device tensors, in every dtype") {
@@ -199,46 +235,51 @@ TEST_CASE("nccl: wait() orders the compute stream after the operation without bl
 }
 
 TEST_CASE("nccl: a one-rank run trains end to end through the Accelerator") {
-  // Until the Accelerator picks the nccl backend itself (after the data-parallel work lands), the
-  // training loop all-reduces the gradients over an NcclCommunicator by hand, as the reducer will.
   if (world().size() != 1) return;
   AcceleratorOptions options;
   options.print_settings = false;
+  options.backend = "nccl";
   Accelerator accelerator(options);
   REQUIRE(accelerator.device().is_cuda());
-  NcclCommunicator nccl(accelerator.device(), world());
+  CHECK(accelerator.backend() == "nccl");
   Generator gen(11);
   const Tensor x = randn({512, 8}, gen);
   std::vector<int64_t> labels(512);
   const std::vector<float> v = x.to_vector<float>();
   for (int64_t i = 0; i < 512; ++i) labels[i] = (v[i * 8] > 0 ? 1 : 0) + (v[i * 8 + 1] > 0 ? 2 : 0);
   auto data = std::make_shared<TensorDataset>(std::vector<Tensor>{x, from_vector(labels)});
-  auto run = [&](bool with_nccl) {
-    auto model = make_mlp(4);
-    auto optimizer = std::make_shared<optim::AdamW>(model->parameters(), optim::AdamWOptions{.lr = 1e-2});
-    DataLoader loader(data, {.batch_size = 32, .shuffle = true, .seed = 2});
-    auto [net, opt, batches] = accelerator.prepare(model, optimizer, loader);
-    double first = 0, last = 0;
-    for (int epoch = 0; epoch < 8; ++epoch) {
-      batches.set_epoch(epoch);
-      for (const Batch& batch : batches) {
-        opt->zero_grad();
-        const Tensor loss = nn::cross_entropy(net->forward(batch[0]), batch[1]);
-        accelerator.backward(loss);
-        if (with_nccl)
-          for (const Tensor& p : net->parameters()) nccl.all_reduce(p.grad(), ReduceOp::avg);
-        opt->step();
-        last = loss.item();
-        if (first == 0) first = last;
-      }
+  // The same loop without the Accelerator: one rank's average over NCCL must change nothing.
+  auto reference = make_mlp(4);
+  reference->to(accelerator.device());
+  optim::AdamW ref_opt(reference->parameters(), optim::AdamWOptions{.lr = 1e-2});
+  auto model = make_mlp(4);
+  auto optimizer = std::make_shared<optim::AdamW>(model->parameters(), optim::AdamWOptions{.lr = 1e-2});
+  DataLoader loader(data, {.batch_size = 32, .shuffle = true, .seed = 2});
+  auto [net, opt, batches] = accelerator.prepare(model, optimizer, loader);
+  REQUIRE(accelerator.reducer(*net) != nullptr);
+  double first = 0, last = 0;
+  for (int epoch = 0; epoch < 8; ++epoch) {
+    batches.set_epoch(epoch);
+    for (const Batch& batch : batches) {
+      opt->zero_grad();
+      const Tensor loss = nn::cross_entropy(net->forward(batch[0]), batch[1]);
+      accelerator.backward(loss);
+      opt->step();
+      ref_opt.zero_grad();
+      backward(nn::cross_entropy(reference->forward(batch[0]), batch[1]));
+      ref_opt.step();
+      last = loss.item();
+      if (first == 0) first = last;
     }
-    return std::tuple{net, first, last};
-  };
-  const auto [with, first, last] = run(true);
-  const auto [without, unused_first, unused_last] = run(false);
-  MESSAGE(fmt::format("loss through nccl: {:.4f} -> {:.4f}", first, last));
+  }
+  MESSAGE(fmt::format("loss through the Accelerator on nccl: {:.4f} -> {:.4f}", first, last));
   CHECK(last < 0.5 * first);
-  const auto got = with->named_parameters(), want = without->named_parameters();
+  // Gradient sync ran through the reducer's buckets.
+  bool launched = false;
+  for (const ReducerEvent& e : accelerator.reducer(*net)->events())
+    launched = launched || e.kind == ReducerEvent::Kind::bucket_launched;
+  CHECK(launched);
+  const auto got = net->named_parameters(), want = reference->named_parameters();
   for (size_t i = 0; i < got.size(); ++i) check_close(got[i].second, want[i].second, 1e-6, 1e-7, got[i].first);
 }
 

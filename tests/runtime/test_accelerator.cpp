@@ -106,3 +106,28 @@ TEST_CASE("one process: accumulate() divides the loss by the window and gates th
   accelerator.backward(sum((*net)(from_vector(std::vector<float>{2}, {1, 1}))));
   CHECK(net->weight().grad().item() == 2.0);
 }
+
+TEST_CASE("backend nccl needs NCCL in the build and a GPU for this process") {
+  const TempConfig config("backend: mpi\n");
+  AcceleratorOptions o = quiet(config);
+  o.backend = "nccl";
+#if !ACCEL_WITH_NCCL
+  CHECK_THROWS_WITH_AS(Accelerator{o},
+                       "Accelerator: backend nccl (from code) is not available: this build has no NCCL; use auto, mpi "
+                       "or ring",
+                       Error);
+#else
+  o.cpu = true;  // whatever GPUs there are, this process must not use them
+  CHECK_THROWS_WITH_AS(Accelerator{o},
+                       "Accelerator: backend nccl (from code) needs a GPU, but the device is cpu (cpu=true); use auto, "
+                       "mpi or ring",
+                       Error);
+  if (cuda_device_count() == 0) {
+    o.cpu = false;
+    CHECK_THROWS_WITH_AS(Accelerator{o},
+                         "Accelerator: backend nccl (from code) needs a GPU, but the device is cpu (no CUDA device is "
+                         "visible); use auto, mpi or ring",
+                         Error);
+  }
+#endif
+}
