@@ -31,6 +31,7 @@
 
 #include "accel_config.h"
 #include "collective/mpi_environment.h"
+#include "collective/mpi_types.h"
 #include "collective/work_queue.h"
 
 #if ACCEL_WITH_CUDA
@@ -209,12 +210,6 @@ std::function<void(const MPI_Status&)> finish_staged_p2p(std::shared_ptr<Staging
   };
 }
 
-// An MPI_User_function for f16/bf16 held in a 2-byte datatype: widen to f32, combine, round back.
-template <DType D, ReduceOp R>
-void half_reduce(void* in, void* inout, int* len, MPI_Datatype*) {
-  reduce_into(D, R, inout, in, *len);
-}
-
 // MPI_Comm_dup of comm, after checking that MPI can host the communicator's threads.
 MPI_Comm duplicate(MPI_Comm comm) {
   int initialized = 0, finalized = 0, level = 0;
@@ -266,29 +261,8 @@ class MpiCommunicator::Engine {
   int rank() const { return rank_; }
   int size() const { return size_; }
 
-  MPI_Datatype datatype(DType dtype) const {
-    switch (dtype) {
-      case DType::f64: return MPI_DOUBLE;
-      case DType::f32: return MPI_FLOAT;
-      case DType::f16:
-      case DType::bf16: return half_type_;
-      case DType::i64: return MPI_INT64_T;
-      case DType::i32: return MPI_INT32_T;
-      case DType::boolean: return MPI_C_BOOL;
-    }
-    throw_unsupported_dtype("MpiCommunicator", dtype, "a known dtype");
-  }
-
-  // avg reduces as sum; the division happens after (see average). bool sum and max are logical or.
-  MPI_Op op(DType dtype, ReduceOp reduce) const {
-    const int index = reduce == ReduceOp::max ? 1 : reduce == ReduceOp::min ? 2 : 0;  // sum, max, min
-    switch (dtype) {
-      case DType::f16: return f16_ops_[index];
-      case DType::bf16: return bf16_ops_[index];
-      case DType::boolean: return index == 2 ? MPI_LAND : MPI_LOR;
-      default: return index == 1 ? MPI_MAX : index == 2 ? MPI_MIN : MPI_SUM;
-    }
-  }
+  MPI_Datatype datatype(DType dtype) const { return types_->datatype(dtype); }
+  MPI_Op op(DType dtype, ReduceOp reduce) const { return types_->op(dtype, reduce); }
 
   // Queues a collective: run makes the blocking MPI call (named call, for messages) on the collective
   // thread and returns its code; finish (may be empty) runs there after it succeeded. keep holds the
@@ -333,23 +307,7 @@ class MpiCommunicator::Engine {
     check("MpiCommunicator", "MPI_Comm_set_errhandler", MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN));
     check("MpiCommunicator", "MPI_Comm_rank", MPI_Comm_rank(comm_, &rank_));
     check("MpiCommunicator", "MPI_Comm_size", MPI_Comm_size(comm_, &size_));
-    int bool_size = 0;
-    check("MpiCommunicator", "MPI_Type_size", MPI_Type_size(MPI_C_BOOL, &bool_size));
-    if (bool_size != static_cast<int>(sizeof(bool)))
-      throw Error(fmt::format("MpiCommunicator: MPI_C_BOOL has {} bytes but bool has {}", bool_size, sizeof(bool)));
-    // f16 and bf16 travel as opaque 2-byte units; only the ops below know what the bits mean.
-    check("MpiCommunicator", "MPI_Type_contiguous", MPI_Type_contiguous(2, MPI_BYTE, &half_type_));
-    check("MpiCommunicator", "MPI_Type_commit", MPI_Type_commit(&half_type_));
-    const std::array<MPI_User_function*, 3> f16 = {half_reduce<DType::f16, ReduceOp::sum>,
-                                                   half_reduce<DType::f16, ReduceOp::max>,
-                                                   half_reduce<DType::f16, ReduceOp::min>};
-    const std::array<MPI_User_function*, 3> bf16 = {half_reduce<DType::bf16, ReduceOp::sum>,
-                                                    half_reduce<DType::bf16, ReduceOp::max>,
-                                                    half_reduce<DType::bf16, ReduceOp::min>};
-    for (size_t i = 0; i < 3; ++i) {
-      check("MpiCommunicator", "MPI_Op_create", MPI_Op_create(f16[i], /*commute=*/1, &f16_ops_[i]));
-      check("MpiCommunicator", "MPI_Op_create", MPI_Op_create(bf16[i], /*commute=*/1, &bf16_ops_[i]));
-    }
+    types_ = std::make_unique<MpiTypes>("MpiCommunicator");
   }
 
   // Frees what setup made. Called from a destructor or an unwinding constructor, so failures cannot be
@@ -358,9 +316,7 @@ class MpiCommunicator::Engine {
     int finalized = 0;
     MPI_Finalized(&finalized);
     if (finalized) return;
-    for (MPI_Op* op : {&f16_ops_[0], &f16_ops_[1], &f16_ops_[2], &bf16_ops_[0], &bf16_ops_[1], &bf16_ops_[2]})
-      if (*op != MPI_OP_NULL) MPI_Op_free(op);
-    if (half_type_ != MPI_DATATYPE_NULL) MPI_Type_free(&half_type_);
+    types_.reset();
     if (comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
   }
 
@@ -422,9 +378,7 @@ class MpiCommunicator::Engine {
   MPI_Comm comm_ = MPI_COMM_NULL;
   int rank_ = 0;
   int size_ = 1;
-  MPI_Datatype half_type_ = MPI_DATATYPE_NULL;
-  std::array<MPI_Op, 3> f16_ops_ = {MPI_OP_NULL, MPI_OP_NULL, MPI_OP_NULL};   // sum, max, min
-  std::array<MPI_Op, 3> bf16_ops_ = {MPI_OP_NULL, MPI_OP_NULL, MPI_OP_NULL};  // sum, max, min
+  std::unique_ptr<MpiTypes> types_;
 
   PinnedPool pinned_;  // before the queue: destroyed after every operation that staged through it
   // The polling thread and its queue of point-to-point operations.

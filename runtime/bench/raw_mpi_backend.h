@@ -5,8 +5,9 @@
 
 #include <mpi.h>
 
-#include <array>
+#include <memory>
 
+#include "collective/mpi_types.h"
 #include "runtime/bench/bench_backend.h"
 
 namespace accel::bench {
@@ -35,9 +36,7 @@ class RawMpiBackend final : public BenchBackend {
   MPI_Comm comm_ = MPI_COMM_NULL;
   int rank_ = 0;
   int size_ = 1;
-  MPI_Datatype half_type_ = MPI_DATATYPE_NULL;
-  std::array<MPI_Op, 3> f16_ops_ = {MPI_OP_NULL, MPI_OP_NULL, MPI_OP_NULL};   // sum, max, min
-  std::array<MPI_Op, 3> bf16_ops_ = {MPI_OP_NULL, MPI_OP_NULL, MPI_OP_NULL};  // sum, max, min
+  std::unique_ptr<MpiTypes> types_;  // freed before comm_
 };
 
 }  // namespace accel::bench

@@ -11,6 +11,7 @@
 #include <future>
 #include <sstream>
 
+#include "free_port.h"
 #include "runtime/launch.h"
 #include "runtime/rendezvous.h"
 #include "tensor/error.h"
@@ -27,18 +28,6 @@ ConfigFile machines(int num_machines, int num_processes, int machine_rank, const
   c.machine_rank = machine_rank;
   c.main_process_ip = ip;
   return c;
-}
-
-int free_port() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
-  socklen_t length = sizeof a;
-  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &length);
-  close(fd);
-  return ntohs(a.sin_port);
 }
 
 }  // namespace
@@ -114,7 +103,7 @@ TEST_CASE("split_arguments splits --mpirun_args like a shell") {
 TEST_CASE("launch --dry-run with the machine flags: machine 0 prints the mpirun line after the rendezvous") {
   LaunchRequest main;
   main.config = machines(2, 4, 0, "127.0.0.1");
-  main.config.main_process_port = free_port();
+  main.config.main_process_port = test::free_port();
   main.program = "./train";
   main.self_path = "/bin/accel";
   main.rendezvous_timeout_s = 20;

@@ -9,25 +9,13 @@
 #include <future>
 #include <thread>
 
+#include "free_port.h"
 #include "runtime/rendezvous.h"
 #include "tensor/error.h"
 
 using namespace accel;
 
 namespace {
-
-// A port nothing listens on right now (the kernel's pick for a socket bound to port 0, then closed).
-int free_port() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
-  socklen_t length = sizeof a;
-  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &length);
-  close(fd);
-  return ntohs(a.sin_port);
-}
 
 RendezvousSpec spec_for(int port, int machines, int processes, double timeout_s = 20) {
   return RendezvousSpec{"127.0.0.1", port, machines, processes, timeout_s};
@@ -69,7 +57,7 @@ TEST_CASE("machines 1 and 2 join machine 0, which writes the hostfile and hands 
 }
 
 TEST_CASE("a machine started before machine 0 keeps retrying until machine 0 listens") {
-  const int port = free_port();
+  const int port = test::free_port();
   auto worker = join_async(spec_for(port, 2, 2), 1);
   std::this_thread::sleep_for(std::chrono::milliseconds(500));  // at least two refused attempts
   RendezvousHost host(spec_for(port, 2, 2));
@@ -91,7 +79,7 @@ TEST_CASE("machine 0 times out naming the machines that joined and the ones stil
 }
 
 TEST_CASE("a machine gives up when machine 0 never listens, naming the address and the last error") {
-  const int port = free_port();
+  const int port = test::free_port();
   auto worker = join_async(spec_for(port, 2, 4, 0.3), 1);
   CHECK(error_of(worker) ==
         fmt::format("accel launch: machine 1 could not reach machine 0 at 127.0.0.1:{} within 0.3 s (last error: "
