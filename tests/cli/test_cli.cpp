@@ -227,7 +227,7 @@ TEST_CASE("accel test started plainly: one process, PASS; settings no Accelerato
   CHECK(contains(verdict[0], " checks, 1 rank, backend none)"));
 
   // nccl needs a GPU device, and --cpu rules one out, in every build.
-  r = run(fmt::format("ACCEL_BACKEND=nccl ACCEL_CPU=true {} test", kAccel), 120);
+  r = run(fmt::format("ACCEL_BACKEND=nccl ACCEL_USE_CPU=true {} test", kAccel), 120);
   INFO(r.output);
   CHECK(r.status == 1);
   const std::vector<std::string> failed = lines_starting(r.output, "accel test: FAIL");
