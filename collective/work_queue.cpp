@@ -5,6 +5,20 @@
 
 namespace accel {
 
+// A task's state that knows its queue, so that wait() can run the task when it is next in line.
+class WorkQueue::TaskState : public WorkState {
+ public:
+  explicit TaskState(WorkQueue* queue) : queue_(queue) {}
+  void wait() override {
+    // A finished task no longer needs its queue (which may be gone: its destructor drains it).
+    if (!test()) queue_->run_if_next(this);
+    WorkState::wait();
+  }
+
+ private:
+  WorkQueue* queue_;
+};
+
 WorkQueue::WorkQueue() : thread_([this] { loop(); }) {}
 
 WorkQueue::~WorkQueue() {
@@ -17,7 +31,7 @@ WorkQueue::~WorkQueue() {
 }
 
 Work WorkQueue::submit(std::function<void()> task) {
-  auto state = std::make_shared<WorkState>();
+  auto state = std::make_shared<TaskState>(this);
   {
     std::lock_guard lock(mutex_);
     tasks_.push_back(Task{std::move(task), state});
@@ -31,19 +45,46 @@ void WorkQueue::loop() {
     Task task;
     {
       std::unique_lock lock(mutex_);
-      wake_.wait(lock, [&] { return stopping_ || !tasks_.empty(); });
+      wake_.wait(lock, [&] { return (stopping_ || !tasks_.empty()) && !running_; });
       if (tasks_.empty()) return;  // stopping, and nothing left to run
       task = std::move(tasks_.front());
       tasks_.pop_front();
+      running_ = true;
     }
-    try {
-      task.run();
-      task.state->complete();
-    } catch (const std::exception& e) {
-      task.state->fail(e.what());
-    } catch (...) {
-      task.state->fail("WorkQueue: a task threw something that is not a std::exception");
+    run_task(task);
+    {
+      std::lock_guard lock(mutex_);
+      running_ = false;
     }
+  }
+}
+
+bool WorkQueue::run_if_next(const WorkState* state) {
+  Task task;
+  {
+    std::lock_guard lock(mutex_);
+    if (running_ || tasks_.empty() || tasks_.front().state.get() != state) return false;
+    task = std::move(tasks_.front());
+    tasks_.pop_front();
+    running_ = true;
+  }
+  run_task(task);
+  {
+    std::lock_guard lock(mutex_);
+    running_ = false;
+  }
+  wake_.notify_one();  // the thread may have tasks queued behind this one
+  return true;
+}
+
+void WorkQueue::run_task(Task& task) {
+  try {
+    task.run();
+    task.state->complete();
+  } catch (const std::exception& e) {
+    task.state->fail(e.what());
+  } catch (...) {
+    task.state->fail("WorkQueue: a task threw something that is not a std::exception");
   }
 }
 
