@@ -47,15 +47,9 @@ void WorkQueue::loop() {
       std::unique_lock lock(mutex_);
       wake_.wait(lock, [&] { return (stopping_ || !tasks_.empty()) && !running_; });
       if (tasks_.empty()) return;  // stopping, and nothing left to run
-      task = std::move(tasks_.front());
-      tasks_.pop_front();
-      running_ = true;
+      task = take_front();
     }
-    run_task(task);
-    {
-      std::lock_guard lock(mutex_);
-      running_ = false;
-    }
+    run_taken(task);
   }
 }
 
@@ -64,20 +58,21 @@ bool WorkQueue::run_if_next(const WorkState* state) {
   {
     std::lock_guard lock(mutex_);
     if (running_ || tasks_.empty() || tasks_.front().state.get() != state) return false;
-    task = std::move(tasks_.front());
-    tasks_.pop_front();
-    running_ = true;
+    task = take_front();
   }
-  run_task(task);
-  {
-    std::lock_guard lock(mutex_);
-    running_ = false;
-  }
+  run_taken(task);
   wake_.notify_one();  // the thread may have tasks queued behind this one
   return true;
 }
 
-void WorkQueue::run_task(Task& task) {
+WorkQueue::Task WorkQueue::take_front() {
+  Task task = std::move(tasks_.front());
+  tasks_.pop_front();
+  running_ = true;
+  return task;
+}
+
+void WorkQueue::run_taken(Task& task) {
   try {
     task.run();
     task.state->complete();
@@ -86,6 +81,8 @@ void WorkQueue::run_task(Task& task) {
   } catch (...) {
     task.state->fail("WorkQueue: a task threw something that is not a std::exception");
   }
+  std::lock_guard lock(mutex_);
+  running_ = false;
 }
 
 }  // namespace accel

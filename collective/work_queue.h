@@ -35,7 +35,10 @@ class WorkQueue {
   void loop();
   // Runs the task of state on the calling thread if it is next and no task is running; false if not.
   bool run_if_next(const WorkState* state);
-  static void run_task(Task& task);
+  // With mutex_ held: pops the next task and marks a task as running.
+  Task take_front();
+  // Runs a task from take_front, completes its Work, and clears the running mark.
+  void run_taken(Task& task);
 
   std::mutex mutex_;
   std::condition_variable wake_;
