@@ -4,7 +4,7 @@
 #include "autograd/functions.h"
 #include "autograd/grad_mode.h"
 #include "autograd/node.h"
-#include "tensor/ops/copy.h"
+#include "tensor/nograd/copy.h"
 
 namespace accel {
 
@@ -38,7 +38,7 @@ Tensor WeightCopies::copy_of(const Tensor& master) {
       e.copy.device() != master.device()) {
     // A new tensor, not a copy_ into the old one: a graph that saved the old copy keeps its values.
     NoGradGuard no_grad;
-    e.copy = ops::to_dtype(master, dtype_);
+    e.copy = nograd::to_dtype(master, dtype_);
     e.generation = generation_;
     ++roundings_;
   }
@@ -73,7 +73,7 @@ Tensor to_compute(const Tensor& t) {
       Tensor out = detach(copy);
       autograd::record("ToDTypeBackward", {t}, {out},
                        [from = t.dtype()](const std::vector<Tensor>& g) -> std::vector<Tensor> {
-                         return {ops::to_dtype(g[0], from)};
+                         return {nograd::to_dtype(g[0], from)};
                        });
       return out;
     }

@@ -10,7 +10,7 @@
 #include "autograd/grad_mode.h"
 #include "autograd/node.h"
 #include "tensor/creation.h"
-#include "tensor/ops/elementwise.h"
+#include "tensor/nograd/elementwise.h"
 
 namespace accel {
 
@@ -53,14 +53,19 @@ std::unordered_map<Node*, int> count_dependencies(const std::vector<Edge>& root_
 
 void accumulate_into(std::vector<Tensor>& buffer, uint32_t index, const Tensor& grad) {
   if (index >= buffer.size()) buffer.resize(index + 1);
-  buffer[index] = buffer[index].defined() ? ops::add(buffer[index], grad) : grad;
+  buffer[index] = buffer[index].defined() ? nograd::add(buffer[index], grad) : grad;
 }
 
+thread_local uint64_t backward_passes = 0;
+
 }  // namespace
+
+uint64_t backward_pass_count() { return backward_passes; }
 
 void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grad_roots, BackwardOptions options) {
   if (!grad_roots.empty() && grad_roots.size() != roots.size())
     throw Error(fmt::format("backward: got {} roots but {} root grads", roots.size(), grad_roots.size()));
+  ++backward_passes;
   NoGradGuard no_grad;  // backward formulas use raw ops; nothing here is recorded
 
   std::vector<Edge> root_edges;

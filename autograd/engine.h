@@ -2,6 +2,7 @@
 // accumulates grads into the leaves.
 #pragma once
 
+#include <cstdint>
 #include <vector>
 
 #include "tensor/tensor.h"
@@ -17,5 +18,9 @@ struct BackwardOptions {
 void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grad_roots = {},
               BackwardOptions options = {});
 void backward(const Tensor& root, const Tensor& grad_root = Tensor(), BackwardOptions options = {});
+
+// How many backward passes this thread has started. Hooks that fire several times within one pass
+// (one per leaf) tell passes apart by it.
+uint64_t backward_pass_count();
 
 }  // namespace accel

@@ -5,8 +5,7 @@
 #include <vector>
 
 #include "tensor/generator.h"
-#include "tensor/ops/elementwise.h"
-#include "tensor/ops/nn_ops.h"
+#include "tensor/reduction.h"
 #include "tensor/tensor.h"
 
 namespace accel {
@@ -72,15 +71,21 @@ Tensor operator-(double a, const Tensor& b);
 Tensor operator*(double a, const Tensor& b);
 Tensor operator/(double a, const Tensor& b);
 
-// Comparisons and masks carry no grad; they are the raw ops.
-using ops::eq;
-using ops::ge;
-using ops::gt;
-using ops::isfinite;
-using ops::le;
-using ops::logical_not;
-using ops::lt;
-using ops::ne;
+// Comparisons and masks: bool results, which carry no grad.
+Tensor eq(const Tensor& a, const Tensor& b);
+Tensor ne(const Tensor& a, const Tensor& b);
+Tensor lt(const Tensor& a, const Tensor& b);
+Tensor le(const Tensor& a, const Tensor& b);
+Tensor gt(const Tensor& a, const Tensor& b);
+Tensor ge(const Tensor& a, const Tensor& b);
+Tensor eq(const Tensor& a, double b);
+Tensor ne(const Tensor& a, double b);
+Tensor lt(const Tensor& a, double b);
+Tensor le(const Tensor& a, double b);
+Tensor gt(const Tensor& a, double b);
+Tensor ge(const Tensor& a, double b);
+Tensor isfinite(const Tensor& t);
+Tensor logical_not(const Tensor& t);
 
 // Reductions (an empty dims list reduces everything).
 Tensor sum(const Tensor& t, const std::vector<int64_t>& dims, bool keepdim = false);
@@ -93,13 +98,13 @@ Tensor max(const Tensor& t);
 Tensor argmax(const Tensor& t, int64_t dim, bool keepdim = false);
 
 Tensor matmul(const Tensor& a, const Tensor& b);
-// x @ weight^T + bias with x [..., in], weight [out, in], bias [out] or undefined (ops::linear).
+// x @ weight^T + bias with x [..., in], weight [out, in], bias [out] or undefined (nograd::linear).
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias);
 
 // Neural-network ops.
 Tensor softmax(const Tensor& x, int64_t dim);
 Tensor log_softmax(const Tensor& x, int64_t dim);
-// Softmax over the last dim of scale * x with the future masked out (ops::causal_softmax).
+// Softmax over the last dim of scale * x with the future masked out (nograd::causal_softmax).
 Tensor causal_softmax(const Tensor& x, double scale);
 Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps = 1e-5);
 Tensor embedding(const Tensor& weight, const Tensor& indices);

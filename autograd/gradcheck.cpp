@@ -8,17 +8,17 @@
 #include "autograd/engine.h"
 #include "autograd/grad_mode.h"
 #include "tensor/creation.h"
-#include "tensor/ops/copy.h"
-#include "tensor/ops/elementwise.h"
-#include "tensor/ops/views.h"
-#include "tensor/ops/reduce.h"
+#include "tensor/nograd/copy.h"
+#include "tensor/nograd/elementwise.h"
+#include "tensor/nograd/views.h"
+#include "tensor/nograd/reduce.h"
 
 namespace accel {
 
 namespace {
 
 double projected(const Tensor& out, const Tensor& w) {
-  return ops::sum(ops::mul(ops::to_dtype(out, DType::f64), w)).item();
+  return nograd::sum(nograd::mul(nograd::to_dtype(out, DType::f64), w)).item();
 }
 
 }  // namespace
@@ -35,7 +35,7 @@ GradcheckResult gradcheck(const std::function<Tensor(const std::vector<Tensor>&)
   Generator gen(options.seed);
   const Tensor w = randn(out.shape(), gen, DType::f64);
   if (!out.requires_grad()) return {false, "gradcheck: the output does not require grad; nothing was recorded"};
-  backward(out, ops::to_dtype(w, out.dtype()));
+  backward(out, nograd::to_dtype(w, out.dtype()));
 
   NoGradGuard no_grad;
   for (size_t i = 0; i < inputs.size(); ++i) {
@@ -43,7 +43,7 @@ GradcheckResult gradcheck(const std::function<Tensor(const std::vector<Tensor>&)
     if (!x.requires_grad()) continue;
     if (!x.is_contiguous() || !x.device().is_cpu())
       throw Error(fmt::format("gradcheck: input {} must be a contiguous CPU tensor", i));
-    const Tensor analytic = x.grad().defined() ? ops::contiguous(x.grad()) : zeros(x.shape(), DType::f64);
+    const Tensor analytic = x.grad().defined() ? nograd::contiguous(x.grad()) : zeros(x.shape(), DType::f64);
     const std::vector<double> a = analytic.to_vector<double>();
     double* data = x.data<double>();
     for (int64_t k = 0; k < x.numel(); ++k) {

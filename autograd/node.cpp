@@ -6,9 +6,9 @@
 #include <atomic>
 
 #include "autograd/grad_mode.h"
-#include "tensor/ops/copy.h"
-#include "tensor/ops/elementwise.h"
-#include "tensor/ops/views.h"
+#include "tensor/nograd/copy.h"
+#include "tensor/nograd/elementwise.h"
+#include "tensor/nograd/views.h"
 
 namespace accel::autograd {
 
@@ -41,18 +41,18 @@ std::vector<Tensor> AccumulateGrad::apply(std::vector<Tensor>&& grad_outputs) {
   if (incoming.shape() != leaf_.shape())
     throw Error(fmt::format("backward: grad of shape {} for a leaf of shape {}", shape_str(incoming.shape()),
                             shape_str(leaf_.shape())));
-  if (incoming.dtype() != leaf_.dtype()) incoming = ops::to_dtype(incoming, leaf_.dtype());
-  if (incoming.device() != leaf_.device()) incoming = ops::to_device(incoming, leaf_.device());
+  if (incoming.dtype() != leaf_.dtype()) incoming = nograd::to_dtype(incoming, leaf_.dtype());
+  if (incoming.device() != leaf_.device()) incoming = nograd::to_device(incoming, leaf_.device());
   AutogradMeta& meta = leaf_.ensure_autograd_meta();
   if (!meta.grad.defined()) {
     // Own the buffer. A contiguous grad that nothing else can reach is kept as it is; any other may
     // alias a tensor the graph or the caller still uses, or be a strided view, so it is copied.
     const bool keep = incoming.is_sole_owner() && incoming.is_contiguous() && incoming.offset() == 0;
-    meta.grad = keep ? std::move(incoming) : ops::clone(incoming);
+    meta.grad = keep ? std::move(incoming) : nograd::clone(incoming);
   } else {
-    ops::add_(meta.grad, incoming);
+    nograd::add_(meta.grad, incoming);
   }
-  for (auto& hook : meta.grad_ready_hooks) hook(leaf_);
+  meta.grad_ready_hooks.run(leaf_);
   return {};
 }
 

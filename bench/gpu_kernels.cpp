@@ -1,4 +1,4 @@
-// GPU kernel benchmarks, side by side in one run: GEMM through accel's ops::matmul against cuBLASLt
+// GPU kernel benchmarks, side by side in one run: GEMM through accel's nograd::matmul against cuBLASLt
 // called directly (bf16, f16, f32 at 8192^3), elementwise add and casts on 256 MB against the HBM
 // peak, row reductions, and softmax and layer norm over 256 MB. Times are CUDA events on the compute stream, medians after warm-ups.
 //   gpu_kernels [--json PATH] [--peak-gbps 4800] [--size 8192] [--reps 20]
@@ -22,12 +22,12 @@
 #include "tensor/cuda/event.h"
 #include "tensor/cuda/matmul.h"
 #include "tensor/cuda/stream.h"
-#include "tensor/ops/copy.h"
-#include "tensor/ops/elementwise.h"
-#include "tensor/ops/matmul.h"
-#include "tensor/ops/nn_ops.h"
-#include "tensor/ops/reduce.h"
-#include "tensor/ops/views.h"
+#include "tensor/nograd/copy.h"
+#include "tensor/nograd/elementwise.h"
+#include "tensor/nograd/matmul.h"
+#include "tensor/nograd/nn_ops.h"
+#include "tensor/nograd/reduce.h"
+#include "tensor/nograd/views.h"
 
 using namespace accel;
 
@@ -131,11 +131,11 @@ std::vector<Result> bench_gemm(const Options& opt, Device dev, cudaStream_t stre
   const int64_t s = opt.size;
   Generator gen(1);
   // Random operands (zeros would flatter the tensor cores' power draw), drawn once in f32.
-  const Tensor a32 = ops::to_device(uniform({s, s}, -1.0, 1.0, gen, DType::f32), dev);
-  const Tensor b32 = ops::to_device(uniform({s, s}, -1.0, 1.0, gen, DType::f32), dev);
+  const Tensor a32 = nograd::to_device(uniform({s, s}, -1.0, 1.0, gen, DType::f32), dev);
+  const Tensor b32 = nograd::to_device(uniform({s, s}, -1.0, 1.0, gen, DType::f32), dev);
   const double flops = 2.0 * static_cast<double>(s) * static_cast<double>(s) * static_cast<double>(s);
   for (DType dtype : {DType::bf16, DType::f16, DType::f32}) {
-    const Tensor a = ops::to_dtype(a32, dtype), b = ops::to_dtype(b32, dtype);
+    const Tensor a = nograd::to_dtype(a32, dtype), b = nograd::to_dtype(b32, dtype);
     Tensor direct_out = empty({s, s}, dtype, dev);
     DirectGemm direct(dtype, s, s, s, stream);
     const int reps = dtype == DType::f32 ? std::max(3, opt.reps / 4) : opt.reps;
@@ -143,17 +143,17 @@ std::vector<Result> bench_gemm(const Options& opt, Device dev, cudaStream_t stre
         median_ms(stream, 3, reps, [&] { direct.run(direct_out.data_ptr(), a.data_ptr(), b.data_ptr()); });
     Tensor accel_out;
     const int64_t classic_before = cuda::classic_gemm_calls();
-    const double accel_ms = median_ms(stream, 3, reps, [&] { accel_out = ops::matmul(a, b); });
+    const double accel_ms = median_ms(stream, 3, reps, [&] { accel_out = nograd::matmul(a, b); });
     const bool classic = cuda::classic_gemm_calls() != classic_before;
     // The two must agree, or the comparison means nothing.
-    const double diff = ops::max(ops::abs(ops::sub(ops::to_dtype(accel_out, DType::f32),
-                                                  ops::to_dtype(direct_out, DType::f32))))
+    const double diff = nograd::max(nograd::abs(nograd::sub(nograd::to_dtype(accel_out, DType::f32),
+                                                  nograd::to_dtype(direct_out, DType::f32))))
                             .item();
     if (!(diff <= 1e-2 * std::sqrt(static_cast<double>(s))))
       throw Error(fmt::format("gemm {}: accel and cuBLASLt results differ by {}", dtype_name(dtype), diff));
     const std::string shape = fmt::format("{0}x{0}x{0}", s);
     out.push_back({"gemm", "cublasLt direct", dtype_name(dtype), shape, direct_ms, flops / direct_ms / 1e9, 0, 1.0, 0, ""});
-    out.push_back({"gemm", "accel ops::matmul", dtype_name(dtype), shape, accel_ms, flops / accel_ms / 1e9, 0,
+    out.push_back({"gemm", "accel nograd::matmul", dtype_name(dtype), shape, accel_ms, flops / accel_ms / 1e9, 0,
                    direct_ms / accel_ms, dtype == DType::bf16 ? 0.9 : 0.0,
                    classic ? "went to classic cuBLAS: cuBLASLt declined the layout" : ""});
   }
@@ -183,24 +183,24 @@ std::vector<Result> bench_bandwidth(const Options& opt, Device dev, cudaStream_t
                                              "cudaMemcpyAsync");
                           }));
   out.push_back(bandwidth(opt, stream, "bandwidth", "add", DType::f32, "2 x 256 MB -> 256 MB", 3 * mb256, 0.8,
-                          [&] { r = ops::add(x, y); }));
+                          [&] { r = nograd::add(x, y); }));
   out.push_back(bandwidth(opt, stream, "bandwidth", "cast f32 -> bf16", DType::f32, "256 MB -> 128 MB", 1.5 * mb256,
-                          0.8, [&] { r = ops::to_dtype(x, DType::bf16); }));
+                          0.8, [&] { r = nograd::to_dtype(x, DType::bf16); }));
   out.push_back(bandwidth(opt, stream, "bandwidth", "cast bf16 -> f32", DType::bf16, "256 MB -> 512 MB", 3 * mb256,
-                          0.8, [&] { r = ops::to_dtype(h, DType::f32); }));
+                          0.8, [&] { r = nograd::to_dtype(h, DType::f32); }));
   out.push_back(bandwidth(opt, stream, "bandwidth", "mul by scalar", DType::bf16, "256 MB -> 256 MB", 2 * mb256, 0,
-                          [&] { r = ops::mul(h, 3.0); }));
+                          [&] { r = nograd::mul(h, 3.0); }));
   // Row reductions read their input once.
-  const Tensor m = ops::view(x, {8192, n32 / 8192}), wide = ops::view(x, {n32 / 1024, 1024});
-  const Tensor mh = ops::view(h, {8192, n16 / 8192});
+  const Tensor m = nograd::view(x, {8192, n32 / 8192}), wide = nograd::view(x, {n32 / 1024, 1024});
+  const Tensor mh = nograd::view(h, {8192, n16 / 8192});
   out.push_back(bandwidth(opt, stream, "reduce", "sum rows", DType::f32, "[8192, 8192]", mb256, 0,
-                          [&] { r = ops::sum(m, {1}); }));
+                          [&] { r = nograd::sum(m, {1}); }));
   out.push_back(bandwidth(opt, stream, "reduce", "sum rows", DType::f32, "[65536, 1024]", mb256, 0,
-                          [&] { r = ops::sum(wide, {1}); }));
+                          [&] { r = nograd::sum(wide, {1}); }));
   out.push_back(bandwidth(opt, stream, "reduce", "sum all", DType::f32, "[67108864]", mb256, 0,
-                          [&] { r = ops::sum(x); }));
+                          [&] { r = nograd::sum(x); }));
   out.push_back(bandwidth(opt, stream, "reduce", "max rows", DType::bf16, "[8192, 16384]", mb256, 0,
-                          [&] { r = ops::max(mh, {1}); }));
+                          [&] { r = nograd::max(mh, {1}); }));
   return out;
 }
 
@@ -210,30 +210,30 @@ std::vector<Result> bench_nn(const Options& opt, Device dev, cudaStream_t stream
   std::vector<Result> out;
   const double mb256 = static_cast<double>(int64_t{256} << 20);
   Generator gen(2);
-  const Tensor x32 = ops::to_device(uniform({65536, 1024}, -4.0, 4.0, gen, DType::f32), dev);
-  const Tensor x16 = ops::to_dtype(ops::view(x32, {32768, 2048 * 2}), DType::bf16);
-  const Tensor x16_wide = ops::view(ops::cat({x16, x16}, 0), {32768, 8192});  // 512 MB of bf16 in 8192-wide rows
+  const Tensor x32 = nograd::to_device(uniform({65536, 1024}, -4.0, 4.0, gen, DType::f32), dev);
+  const Tensor x16 = nograd::to_dtype(nograd::view(x32, {32768, 2048 * 2}), DType::bf16);
+  const Tensor x16_wide = nograd::view(nograd::cat({x16, x16}, 0), {32768, 8192});  // 512 MB of bf16 in 8192-wide rows
   const Tensor w32 = full({1024}, 1.25, DType::f32, dev), b32 = full({1024}, 0.5, DType::f32, dev);
   const Tensor w16 = full({4096}, 1.25, DType::bf16, dev), b16 = full({4096}, 0.5, DType::bf16, dev);
-  const Tensor grad32 = ops::mul(x32, 0.5);
+  const Tensor grad32 = nograd::mul(x32, 0.5);
   Tensor r;
   out.push_back(bandwidth(opt, stream, "nn", "softmax", DType::f32, "[65536, 1024]", 2 * mb256, 0.7,
-                          [&] { r = ops::softmax(x32, -1); }));
+                          [&] { r = nograd::softmax(x32, -1); }));
   out.push_back(bandwidth(opt, stream, "nn", "softmax", DType::bf16, "[32768, 4096]", 2 * mb256, 0.7,
-                          [&] { r = ops::softmax(x16, -1); }));
+                          [&] { r = nograd::softmax(x16, -1); }));
   out.push_back(bandwidth(opt, stream, "nn", "log_softmax", DType::bf16, "[32768, 8192]", 4 * mb256, 0,
-                          [&] { r = ops::log_softmax(x16_wide, -1); }));
-  const Tensor y32 = ops::softmax(x32, -1);
+                          [&] { r = nograd::log_softmax(x16_wide, -1); }));
+  const Tensor y32 = nograd::softmax(x32, -1);
   out.push_back(bandwidth(opt, stream, "nn", "softmax_backward", DType::f32, "[65536, 1024]", 3 * mb256, 0,
-                          [&] { r = ops::softmax_backward(grad32, y32, -1); }));
+                          [&] { r = nograd::softmax_backward(grad32, y32, -1); }));
   out.push_back(bandwidth(opt, stream, "nn", "layer_norm", DType::f32, "[65536, 1024]", 2 * mb256, 0.7,
-                          [&] { r = ops::layer_norm(x32, w32, b32, 1e-5).out; }));
+                          [&] { r = nograd::layer_norm(x32, w32, b32, 1e-5).out; }));
   out.push_back(bandwidth(opt, stream, "nn", "layer_norm", DType::bf16, "[32768, 4096]", 2 * mb256, 0.7,
-                          [&] { r = ops::layer_norm(x16, w16, b16, 1e-5).out; }));
-  const ops::LayerNormResult ln = ops::layer_norm(x32, w32, b32, 1e-5);
+                          [&] { r = nograd::layer_norm(x16, w16, b16, 1e-5).out; }));
+  const nograd::LayerNormResult ln = nograd::layer_norm(x32, w32, b32, 1e-5);
   // Reads grad_out and x twice (the input grad, then the weight and bias grads), writes the input grad.
   out.push_back(bandwidth(opt, stream, "nn", "layer_norm_backward", DType::f32, "[65536, 1024]", 5 * mb256, 0, [&] {
-    r = ops::layer_norm_backward(grad32, x32, ln.mean, ln.rstd, w32, b32).grad_input;
+    r = nograd::layer_norm_backward(grad32, x32, ln.mean, ln.rstd, w32, b32).grad_input;
   }));
   return out;
 }

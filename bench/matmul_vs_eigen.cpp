@@ -1,4 +1,4 @@
-// Times an f32 matmul through accel's tensor (ops::matmul into a fresh output, as users call it)
+// Times an f32 matmul through accel's tensor (nograd::matmul into a fresh output, as users call it)
 // against raw Eigen (MatrixXf, .noalias()) in one run, and prints medians, GFLOP/s and the ratio.
 #include <CLI/CLI.hpp>
 #include <Eigen/Core>
@@ -16,8 +16,8 @@
 #include <fmt/format.h>
 
 #include "accel.h"
-#include "tensor/ops/matmul.h"
-#include "tensor/ops/views.h"
+#include "tensor/nograd/matmul.h"
+#include "tensor/nograd/views.h"
 
 using namespace accel;
 
@@ -50,7 +50,7 @@ Result run_case(const Case& c, int warmup, int repeats) {
   Generator gen(42);
   const Tensor a = randn({c.m, c.k}, gen);
   const Tensor w = c.transposed_b ? randn({c.n, c.k}, gen) : randn({c.k, c.n}, gen);
-  const Tensor b = c.transposed_b ? ops::transpose(w, 0, 1) : w;
+  const Tensor b = c.transposed_b ? nograd::transpose(w, 0, 1) : w;
 
   // The same values in Eigen's own (column-major) matrices.
   using RowMat = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
@@ -63,7 +63,7 @@ Result run_case(const Case& c, int warmup, int repeats) {
   };
 
   Tensor out;
-  auto accel_product = [&] { out = ops::matmul(a, b); };
+  auto accel_product = [&] { out = nograd::matmul(a, b); };
   for (int i = 0; i < warmup; ++i) {
     accel_product();
     eigen_product();
@@ -109,7 +109,7 @@ int main(int argc, char** argv) {
       {"square", 2048, 2048, 2048, false}, {"x @ w^T", 1024, 1024, 1024, true},
   };
 
-  fmt::print("matmul f32: accel ops::matmul (fresh output) vs Eigen MatrixXf .noalias(); {} OpenMP threads, "
+  fmt::print("matmul f32: accel nograd::matmul (fresh output) vs Eigen MatrixXf .noalias(); {} OpenMP threads, "
              "{} warm-ups, median of {}; load average {}\n\n",
              omp_get_max_threads(), warmup, repeats, load_at_start);
   fmt::print("{:<9} {:>5} {:>5} {:>5} {:>10} {:>10} {:>10} {:>10} {:>12} {:>10}\n", "case", "M", "K", "N", "accel ms",

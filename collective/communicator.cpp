@@ -16,7 +16,7 @@ void check_tensor(const char* op, const char* name, const Tensor& t) {
   if (!t.defined()) throw Error(fmt::format("{}: {} is undefined", op, name));
   // An empty tensor has no layout to get wrong, whatever its strides say.
   if (t.numel() != 0 && !t.is_contiguous())
-    throw Error(fmt::format("{}: {} is not contiguous (shape {}, strides {}); pass ops::contiguous({})", op, name,
+    throw Error(fmt::format("{}: {} is not contiguous (shape {}, strides {}); pass nograd::contiguous({})", op, name,
                             shape_str(t.shape()), shape_str(t.strides()), name));
 }
 

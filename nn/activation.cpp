@@ -5,8 +5,8 @@
 
 namespace accel::nn {
 
-Tensor ReLU::forward(const Tensor& x) { return relu(x); }
-Tensor GELU::forward(const Tensor& x) { return gelu(x); }
-Tensor Tanh::forward(const Tensor& x) { return tanh(x); }
+Tensor ReLU::forward_impl(const Tensor& x) { return relu(x); }
+Tensor GELU::forward_impl(const Tensor& x) { return gelu(x); }
+Tensor Tanh::forward_impl(const Tensor& x) { return tanh(x); }
 
 }  // namespace accel::nn

@@ -8,20 +8,26 @@ namespace accel::nn {
 class ReLU : public Module {
  public:
   std::string type_name() const override { return "ReLU"; }
-  Tensor forward(const Tensor& x) override;
+
+ protected:
+  Tensor forward_impl(const Tensor& x) override;
 };
 
 // The tanh approximation, as GPT-2 uses.
 class GELU : public Module {
  public:
   std::string type_name() const override { return "GELU"; }
-  Tensor forward(const Tensor& x) override;
+
+ protected:
+  Tensor forward_impl(const Tensor& x) override;
 };
 
 class Tanh : public Module {
  public:
   std::string type_name() const override { return "Tanh"; }
-  Tensor forward(const Tensor& x) override;
+
+ protected:
+  Tensor forward_impl(const Tensor& x) override;
 };
 
 }  // namespace accel::nn

@@ -20,7 +20,7 @@ CausalSelfAttention::CausalSelfAttention(int64_t n_embd, int64_t n_head, double 
   resid_drop_ = register_module("resid_drop", std::make_shared<Dropout>(dropout, gen));
 }
 
-Tensor CausalSelfAttention::forward(const Tensor& x) {
+Tensor CausalSelfAttention::forward_impl(const Tensor& x) {
   if (x.dim() != 3 || x.size(2) != n_embd_)
     throw Error(fmt::format("CausalSelfAttention: input must be [B, T, {}], got {}", n_embd_, shape_str(x.shape())));
   const int64_t B = x.size(0), T = x.size(1), H = n_head_, D = n_embd_ / n_head_;

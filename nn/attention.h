@@ -16,12 +16,14 @@ class CausalSelfAttention : public Module {
   CausalSelfAttention(int64_t n_embd, int64_t n_head, double dropout, Generator& gen);
 
   std::string type_name() const override { return "CausalSelfAttention"; }
-  Tensor forward(const Tensor& x) override;  // [B, T, n_embd] -> [B, T, n_embd]
 
   int64_t n_embd() const { return n_embd_; }
   int64_t n_head() const { return n_head_; }
   const std::shared_ptr<Linear>& qkv() const { return qkv_; }
   const std::shared_ptr<Linear>& proj() const { return proj_; }
+
+ protected:
+  Tensor forward_impl(const Tensor& x) override;  // [B, T, n_embd] -> [B, T, n_embd]
 
  private:
   int64_t n_embd_, n_head_;

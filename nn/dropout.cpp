@@ -11,7 +11,7 @@ Dropout::Dropout(double p, Generator& gen) : p_(p), gen_(gen.next_seed()) {
   if (!(p >= 0.0 && p < 1.0)) throw Error(fmt::format("Dropout: p must be in [0, 1), got {}", p));
 }
 
-Tensor Dropout::forward(const Tensor& x) {
+Tensor Dropout::forward_impl(const Tensor& x) {
   if (!is_training() || p_ == 0.0) return x;
   return dropout(x, p_, gen_);
 }

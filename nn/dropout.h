@@ -12,11 +12,13 @@ class Dropout : public Module {
   Dropout(double p, Generator& gen);
 
   std::string type_name() const override { return "Dropout"; }
-  Tensor forward(const Tensor& x) override;
 
   double p() const { return p_; }
   // Its stream, for checkpoints that must resume the same masks.
   Generator& generator() { return gen_; }
+
+ protected:
+  Tensor forward_impl(const Tensor& x) override;
 
  private:
   double p_;

@@ -17,6 +17,6 @@ Embedding::Embedding(int64_t num_embeddings, int64_t embedding_dim, Generator& g
   init::normal_(weight_, 0.0, init_std, gen);
 }
 
-Tensor Embedding::forward(const Tensor& indices) { return embedding(weight_, indices); }
+Tensor Embedding::forward_impl(const Tensor& indices) { return embedding(weight_, indices); }
 
 }  // namespace accel::nn

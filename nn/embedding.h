@@ -12,12 +12,14 @@ class Embedding : public Module {
   Embedding(int64_t num_embeddings, int64_t embedding_dim, Generator& gen, double init_std = 1.0);
 
   std::string type_name() const override { return "Embedding"; }
-  // Integer indices of any shape -> indices.shape + [dim].
-  Tensor forward(const Tensor& indices) override;
 
   int64_t num_embeddings() const { return num_embeddings_; }
   int64_t embedding_dim() const { return embedding_dim_; }
   const Tensor& weight() const { return weight_; }
+
+ protected:
+  // Integer indices of any shape -> indices.shape + [dim].
+  Tensor forward_impl(const Tensor& indices) override;
 
  private:
   int64_t num_embeddings_, embedding_dim_;

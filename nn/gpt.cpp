@@ -38,7 +38,7 @@ GPT::GPT(const GPTConfig& config, Generator& gen) : config_(config) {
   init::normal_(lm_head_->weight(), 0.0, 0.02, gen);
 }
 
-Tensor GPT::forward(const Tensor& idx) {
+Tensor GPT::forward_impl(const Tensor& idx) {
   if (idx.dim() != 2 || !(idx.dtype() == DType::i64 || idx.dtype() == DType::i32))
     throw Error(fmt::format("GPT: idx must be [B, T] of i64 or i32, got {}", idx.str()));
   const int64_t T = idx.size(1);

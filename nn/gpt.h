@@ -30,10 +30,12 @@ class GPT : public Module {
   GPT(const GPTConfig& config, Generator& gen);
 
   std::string type_name() const override { return "GPT"; }
-  // idx [B, T] integer token ids with T <= block_size -> logits [B, T, vocab_size].
-  Tensor forward(const Tensor& idx) override;
 
   const GPTConfig& config() const { return config_; }
+
+ protected:
+  // idx [B, T] integer token ids with T <= block_size -> logits [B, T, vocab_size].
+  Tensor forward_impl(const Tensor& idx) override;
 
  private:
   GPTConfig config_;

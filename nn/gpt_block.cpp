@@ -12,7 +12,7 @@ GPTBlock::GPTBlock(int64_t n_embd, int64_t n_head, double dropout, Generator& ge
   mlp_ = register_module("mlp", std::make_shared<MLP>(n_embd, dropout, gen));
 }
 
-Tensor GPTBlock::forward(const Tensor& x) {
+Tensor GPTBlock::forward_impl(const Tensor& x) {
   const Tensor h = x + (*attn_)((*ln_1_)(x));
   return h + (*mlp_)((*ln_2_)(h));
 }

@@ -15,10 +15,12 @@ class GPTBlock : public Module {
   GPTBlock(int64_t n_embd, int64_t n_head, double dropout, Generator& gen);
 
   std::string type_name() const override { return "GPTBlock"; }
-  Tensor forward(const Tensor& x) override;  // [B, T, n_embd] -> [B, T, n_embd]
 
   const std::shared_ptr<CausalSelfAttention>& attn() const { return attn_; }
   const std::shared_ptr<MLP>& mlp() const { return mlp_; }
+
+ protected:
+  Tensor forward_impl(const Tensor& x) override;  // [B, T, n_embd] -> [B, T, n_embd]
 
  private:
   std::shared_ptr<LayerNorm> ln_1_;

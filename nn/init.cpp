@@ -3,29 +3,29 @@
 
 #include "autograd/grad_mode.h"
 #include "tensor/creation.h"
-#include "tensor/ops/copy.h"
-#include "tensor/ops/elementwise.h"
+#include "tensor/nograd/copy.h"
+#include "tensor/nograd/elementwise.h"
 
 namespace accel::nn::init {
 
 void uniform_(const Tensor& t, double low, double high, Generator& gen) {
   NoGradGuard no_grad;
-  ops::copy_(t, uniform(t.shape(), low, high, gen, t.dtype(), t.device()));
+  nograd::copy_(t, uniform(t.shape(), low, high, gen, t.dtype(), t.device()));
 }
 
 void normal_(const Tensor& t, double mean, double std, Generator& gen) {
   NoGradGuard no_grad;
-  ops::copy_(t, ops::add(ops::mul(randn(t.shape(), gen, t.dtype(), t.device()), std), mean));
+  nograd::copy_(t, nograd::add(nograd::mul(randn(t.shape(), gen, t.dtype(), t.device()), std), mean));
 }
 
 void zeros_(const Tensor& t) {
   NoGradGuard no_grad;
-  ops::zero_(t);
+  nograd::zero_(t);
 }
 
 void ones_(const Tensor& t) {
   NoGradGuard no_grad;
-  ops::fill_(t, 1.0);
+  nograd::fill_(t, 1.0);
 }
 
 }  // namespace accel::nn::init

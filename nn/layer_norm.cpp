@@ -15,7 +15,7 @@ LayerNorm::LayerNorm(int64_t dim, double eps) : dim_(dim), eps_(eps) {
   bias_ = register_parameter("bias", zeros({dim}));
 }
 
-Tensor LayerNorm::forward(const Tensor& x) {
+Tensor LayerNorm::forward_impl(const Tensor& x) {
   if (x.dim() < 1 || x.size(-1) != dim_)
     throw Error(fmt::format("LayerNorm: input {} does not end in dim {}", shape_str(x.shape()), dim_));
   return layer_norm(x, weight_, bias_, eps_);

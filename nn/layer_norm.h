@@ -11,11 +11,13 @@ class LayerNorm : public Module {
   explicit LayerNorm(int64_t dim, double eps = 1e-5);
 
   std::string type_name() const override { return "LayerNorm"; }
-  Tensor forward(const Tensor& x) override;  // [..., dim] -> [..., dim]
 
   double eps() const { return eps_; }
   const Tensor& weight() const { return weight_; }
   const Tensor& bias() const { return bias_; }
+
+ protected:
+  Tensor forward_impl(const Tensor& x) override;  // [..., dim] -> [..., dim]
 
  private:
   int64_t dim_;

@@ -1,11 +1,11 @@
-// nn::Linear: parameters, init and forward through functional::linear.
+// nn::Linear: parameters, init and forward through the differentiable linear op.
 #include "nn/linear.h"
 
 #include <fmt/format.h>
 
 #include <cmath>
 
-#include "nn/functional.h"
+#include "autograd/functions.h"
 #include "nn/init.h"
 #include "tensor/creation.h"
 
@@ -24,6 +24,6 @@ Linear::Linear(int64_t in_features, int64_t out_features, bool bias, Generator& 
   }
 }
 
-Tensor Linear::forward(const Tensor& x) { return functional::linear(x, weight_, bias_); }
+Tensor Linear::forward_impl(const Tensor& x) { return accel::linear(x, weight_, bias_); }
 
 }  // namespace accel::nn

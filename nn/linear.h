@@ -13,12 +13,14 @@ class Linear : public Module {
   Linear(int64_t in_features, int64_t out_features, bool bias, Generator& gen);
 
   std::string type_name() const override { return "Linear"; }
-  Tensor forward(const Tensor& x) override;  // [..., in] -> [..., out]
 
   int64_t in_features() const { return in_features_; }
   int64_t out_features() const { return out_features_; }
   const Tensor& weight() const { return weight_; }
   const Tensor& bias() const { return bias_; }  // undefined without bias
+
+ protected:
+  Tensor forward_impl(const Tensor& x) override;  // [..., in] -> [..., out]
 
  private:
   int64_t in_features_, out_features_;

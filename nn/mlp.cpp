@@ -10,6 +10,6 @@ MLP::MLP(int64_t n_embd, double dropout, Generator& gen) {
   drop_ = register_module("drop", std::make_shared<Dropout>(dropout, gen));
 }
 
-Tensor MLP::forward(const Tensor& x) { return (*drop_)((*proj_)((*act_)((*fc_)(x)))); }
+Tensor MLP::forward_impl(const Tensor& x) { return (*drop_)((*proj_)((*act_)((*fc_)(x)))); }
 
 }  // namespace accel::nn

@@ -16,10 +16,12 @@ class MLP : public Module {
   MLP(int64_t n_embd, double dropout, Generator& gen);
 
   std::string type_name() const override { return "MLP"; }
-  Tensor forward(const Tensor& x) override;
 
   const std::shared_ptr<Linear>& fc() const { return fc_; }
   const std::shared_ptr<Linear>& proj() const { return proj_; }
+
+ protected:
+  Tensor forward_impl(const Tensor& x) override;
 
  private:
   std::shared_ptr<Linear> fc_;

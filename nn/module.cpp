@@ -6,9 +6,10 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "autograd/engine.h"
 #include "autograd/grad_mode.h"
-#include "tensor/ops/copy.h"
-#include "tensor/ops/elementwise.h"
+#include "tensor/nograd/copy.h"
+#include "tensor/nograd/elementwise.h"
 
 namespace accel::nn {
 
@@ -26,8 +27,59 @@ std::string prefixed(const std::string& prefix, const std::string& name) {
 
 }  // namespace
 
-Tensor Module::forward(const Tensor&) {
+struct Module::BackwardHookState {
+  std::vector<HookHandle> param_hooks;
+  void remove() {
+    for (HookHandle& h : param_hooks) h.remove();
+  }
+};
+
+Module::~Module() {
+  for (const auto& state : backward_hooks_) state->remove();
+}
+
+Tensor Module::forward_impl(const Tensor&) {
   throw Error(fmt::format("{}::forward: this module does not take a single tensor input", type_name()));
+}
+
+Tensor Module::forward(const Tensor& input) {
+  forward_pre_hooks_.run(*this, input);
+  Tensor output = forward_impl(input);
+  forward_hooks_.run(*this, input, output);
+  return output;
+}
+
+HookHandle Module::register_forward_pre_hook(ForwardPreHook hook) { return forward_pre_hooks_.add(std::move(hook)); }
+
+HookHandle Module::register_forward_hook(ForwardHook hook) { return forward_hooks_.add(std::move(hook)); }
+
+HookHandle Module::register_backward_hook(BackwardHook hook) {
+  const std::vector<Tensor> params = parameters();
+  if (params.empty())
+    throw Error(fmt::format("{}::register_backward_hook: the module has no parameters, so no grad would fire it",
+                            type_name()));
+  // Which pass the count belongs to, so a pass that stopped short does not count towards the next.
+  struct Progress {
+    uint64_t pass = 0;
+    size_t ready = 0;
+  };
+  auto progress = std::make_shared<Progress>();
+  auto fire = std::make_shared<BackwardHook>(std::move(hook));
+  auto state = std::make_shared<BackwardHookState>();
+  const size_t total = params.size();
+  for (const Tensor& p : params) {
+    // `this` stays valid: the destructor removes these hooks from parameters that outlive the module.
+    state->param_hooks.push_back(p.add_grad_ready_hook([this, progress, fire, total](Tensor&) {
+      const uint64_t pass = backward_pass_count();
+      if (progress->pass != pass) *progress = {pass, 0};
+      if (++progress->ready == total) (*fire)(*this);
+    }));
+  }
+  backward_hooks_.push_back(state);
+  std::weak_ptr<BackwardHookState> weak = state;
+  return HookHandle([weak] {
+    if (auto s = weak.lock()) s->remove();
+  });
 }
 
 void Module::check_new_name(const char* what, const std::string& name) const {
@@ -151,7 +203,7 @@ LoadResult Module::load_state_dict(const StateDict& state, bool strict) {
     throw Error(message);
   }
   NoGradGuard no_grad;
-  for (const auto& [dst, src] : to_copy) ops::copy_(dst, *src);
+  for (const auto& [dst, src] : to_copy) nograd::copy_(dst, *src);
   return result;
 }
 
@@ -163,7 +215,7 @@ void Module::train(bool on) {
 void Module::zero_grad(bool set_to_none) {
   for (const Tensor& p : parameters()) {
     if (set_to_none) p.set_grad(Tensor());
-    else if (p.grad().defined()) ops::zero_(p.grad());
+    else if (p.grad().defined()) nograd::zero_(p.grad());
   }
 }
 
@@ -189,7 +241,7 @@ void convert_in_place(const StateDict& state, F&& convert) {
 }  // namespace
 
 void Module::to(Device device) {
-  convert_in_place(state_dict(), [&](const Tensor& t) { return ops::to_device(t, device); });
+  convert_in_place(state_dict(), [&](const Tensor& t) { return nograd::to_device(t, device); });
 }
 
 void Module::to(DType dtype) {
@@ -197,7 +249,7 @@ void Module::to(DType dtype) {
     throw Error(fmt::format("Module::to: parameters can only be cast to a floating dtype, got {}", dtype_name(dtype)));
   // Integer buffers (counts, indices) keep their dtype.
   convert_in_place(state_dict(),
-                   [&](const Tensor& t) { return is_floating(t.dtype()) ? ops::to_dtype(t, dtype) : t; });
+                   [&](const Tensor& t) { return is_floating(t.dtype()) ? nograd::to_dtype(t, dtype) : t; });
 }
 
 }  // namespace accel::nn

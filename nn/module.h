@@ -2,6 +2,7 @@
 // registration order; their dotted names ("blocks.0.attn.qkv.weight") are the checkpoint keys.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -9,6 +10,7 @@
 
 #include "tensor/device.h"
 #include "tensor/dtype.h"
+#include "tensor/hook_list.h"
 #include "tensor/tensor.h"
 
 namespace accel::nn {
@@ -23,10 +25,19 @@ struct LoadResult {
   std::vector<std::string> mismatched;  // keys present in both but with different shapes
 };
 
+class Module;
+
+// Called before forward_impl with the module and its input.
+using ForwardPreHook = std::function<void(Module& module, const Tensor& input)>;
+// Called after forward_impl; it may replace output (with an identity op whose backward does more, say).
+using ForwardHook = std::function<void(Module& module, const Tensor& input, Tensor& output)>;
+// Called in backward once every parameter of the module (its children's included) has its grad.
+using BackwardHook = std::function<void(Module& module)>;
+
 class Module {
  public:
   Module() = default;
-  virtual ~Module() = default;
+  virtual ~Module();
   // Modules are shared through pointers: copying one would alias its parameters.
   Module(const Module&) = delete;
   Module& operator=(const Module&) = delete;
@@ -34,10 +45,20 @@ class Module {
   // The type's name for messages, e.g. "Linear".
   virtual std::string type_name() const { return "Module"; }
 
-  // Single-input modules override forward; others (GPT takes indices, losses take two) may add
-  // their own entry points. The default throws.
-  virtual Tensor forward(const Tensor& input);
+  // Runs the forward-pre hooks, forward_impl, then the forward hooks. However a module is called
+  // (forward, operator(), a parent's forward), its hooks run.
+  Tensor forward(const Tensor& input);
   Tensor operator()(const Tensor& input) { return forward(input); }
+
+  // Hooks, each removed again by its handle. Strategies use them to act around a unit's forward and
+  // backward (a ZeRO-3 unit gathers its parameters before forward and frees them after), so they are
+  // the one tie between nn and the runtime.
+  HookHandle register_forward_pre_hook(ForwardPreHook hook);
+  HookHandle register_forward_hook(ForwardHook hook);
+  // Fires at most once per backward pass, when the last of the module's parameters (those it has
+  // now) gets its grad; a pass that leaves some parameter without a grad does not fire it. Throws for
+  // a module without parameters.
+  HookHandle register_backward_hook(BackwardHook hook);
 
   // Registers a trainable leaf (marking it requires_grad) and returns it. Names are unique within a
   // module and contain no '.'.
@@ -78,6 +99,11 @@ class Module {
   void to(Device device);
   void to(DType dtype);
 
+ protected:
+  // The computation itself. Single-input modules override it; others (losses take two) add entry
+  // points of their own. The default throws.
+  virtual Tensor forward_impl(const Tensor& input);
+
  private:
   void add_child(const std::string& name, std::shared_ptr<Module> module);
   void check_new_name(const char* what, const std::string& name) const;
@@ -89,6 +115,12 @@ class Module {
   StateDict buffers_;
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
   bool training_ = true;
+  HookList<void(Module&, const Tensor&)> forward_pre_hooks_;
+  HookList<void(Module&, const Tensor&, Tensor&)> forward_hooks_;
+  // The grad-ready hooks that backward hooks put on the parameters, which may outlive this module:
+  // the destructor removes them.
+  struct BackwardHookState;
+  std::vector<std::shared_ptr<BackwardHookState>> backward_hooks_;
 };
 
 }  // namespace accel::nn

@@ -5,7 +5,7 @@
 
 namespace accel::nn {
 
-Tensor Sequential::forward(const Tensor& x) {
+Tensor Sequential::forward_impl(const Tensor& x) {
   Tensor out = x;
   for (const auto& entry : children()) out = entry.second->forward(out);
   return out;

@@ -12,7 +12,6 @@ class Sequential : public Module {
   Sequential() = default;
 
   std::string type_name() const override { return "Sequential"; }
-  Tensor forward(const Tensor& x) override;
 
   // Appends module under the next index and returns it, typed.
   template <class M>
@@ -22,6 +21,9 @@ class Sequential : public Module {
   }
   size_t size() const { return children().size(); }
   Module& operator[](size_t index) const;
+
+ protected:
+  Tensor forward_impl(const Tensor& x) override;
 };
 
 }  // namespace accel::nn

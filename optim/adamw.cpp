@@ -7,8 +7,8 @@
 #include <map>
 
 #include "autograd/grad_mode.h"
-#include "tensor/ops/elementwise.h"
-#include "tensor/ops/optim_ops.h"
+#include "tensor/nograd/elementwise.h"
+#include "tensor/nograd/optim_ops.h"
 
 namespace accel::optim {
 
@@ -27,7 +27,7 @@ AdamW::AdamW(std::vector<Tensor> params, const AdamWOptions& options)
 
 void AdamW::update() {
   NoGradGuard no_grad;
-  const ops::AdamWConfig config{lr(), options_.beta1, options_.beta2, options_.eps, options_.weight_decay};
+  const nograd::AdamWConfig config{lr(), options_.beta1, options_.beta2, options_.eps, options_.weight_decay};
   struct Group {
     std::vector<Tensor> params, grads, exp_avgs, exp_avg_sqs;
   };
@@ -37,14 +37,14 @@ void AdamW::update() {
     if (!p.grad().defined()) continue;
     const std::vector<Tensor>& state = state_for(i);
     const int64_t step = static_cast<int64_t>(state[kStep].item()) + 1;
-    ops::fill_(state[kStep], static_cast<double>(step));
+    nograd::fill_(state[kStep], static_cast<double>(step));
     Group& g = groups[step];
     g.params.push_back(p);
     g.grads.push_back(p.grad());
     g.exp_avgs.push_back(state[kExpAvg]);
     g.exp_avg_sqs.push_back(state[kExpAvgSq]);
   }
-  for (const auto& [step, g] : groups) ops::adamw_step_(g.params, g.grads, g.exp_avgs, g.exp_avg_sqs, config, step);
+  for (const auto& [step, g] : groups) nograd::adamw_step_(g.params, g.grads, g.exp_avgs, g.exp_avg_sqs, config, step);
 }
 
 }  // namespace accel::optim

@@ -10,8 +10,8 @@
 
 #include "autograd/grad_mode.h"
 #include "tensor/creation.h"
-#include "tensor/ops/copy.h"
-#include "tensor/ops/elementwise.h"
+#include "tensor/nograd/copy.h"
+#include "tensor/nograd/elementwise.h"
 
 namespace accel::optim {
 
@@ -71,7 +71,7 @@ void Optimizer::zero_grad(bool set_to_none) {
   if (zero_grad_gate_ && !zero_grad_gate_()) return;
   for (const Tensor& p : params_) {
     if (set_to_none) p.set_grad(Tensor());
-    else if (p.grad().defined()) ops::zero_(p.grad());
+    else if (p.grad().defined()) nograd::zero_(p.grad());
   }
 }
 
@@ -96,7 +96,7 @@ const std::vector<Tensor>& Optimizer::state_for(size_t i) {
     if (slots_[k].is_count) continue;
     const DType dtype = state_dtype(param);
     if (state[k].device() != param.device() || state[k].dtype() != dtype)
-      state[k].set_data(ops::to_device(ops::to_dtype(state[k], dtype), param.device()));
+      state[k].set_data(nograd::to_device(nograd::to_dtype(state[k], dtype), param.device()));
   }
   return state;
 }
@@ -164,7 +164,7 @@ void Optimizer::load_state_dict(const StateDict& state) {
     if (it == found.end()) continue;
     for (size_t k = 0; k < slots_.size(); ++k) {
       Tensor t = new_state(slots_[k], params_[i]);
-      ops::copy_(t, *it->second[k]);
+      nograd::copy_(t, *it->second[k]);
       state_[i].push_back(t);
     }
   }

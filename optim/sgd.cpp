@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include "autograd/grad_mode.h"
+#include "tensor/nograd/optim_ops.h"
 
 namespace accel::optim {
 
@@ -21,7 +22,7 @@ SGD::SGD(std::vector<Tensor> params, const SGDOptions& options)
 
 void SGD::update() {
   NoGradGuard no_grad;
-  const ops::SgdConfig config{lr(), options_.momentum, options_.dampening, options_.weight_decay, options_.nesterov};
+  const nograd::SgdConfig config{lr(), options_.momentum, options_.dampening, options_.weight_decay, options_.nesterov};
   // A parameter's first update seeds its buffer with the grad, so those go in a call of their own.
   struct Group {
     std::vector<Tensor> params, grads, buffers;
@@ -36,8 +37,8 @@ void SGD::update() {
     g.grads.push_back(p.grad());
     if (momentum) g.buffers.push_back(state_for(i)[0]);
   }
-  if (!later.params.empty()) ops::sgd_step_(later.params, later.grads, later.buffers, config, false);
-  if (!first.params.empty()) ops::sgd_step_(first.params, first.grads, first.buffers, config, true);
+  if (!later.params.empty()) nograd::sgd_step_(later.params, later.grads, later.buffers, config, false);
+  if (!first.params.empty()) nograd::sgd_step_(first.params, first.grads, first.buffers, config, true);
 }
 
 }  // namespace accel::optim

@@ -3,7 +3,6 @@
 #pragma once
 
 #include "optim/optimizer.h"
-#include "tensor/ops/optim_ops.h"
 
 namespace accel::optim {
 

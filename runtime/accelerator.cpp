@@ -18,10 +18,10 @@
 #include "runtime/config_file.h"
 #include "runtime/safetensors.h"
 #include "tensor/creation.h"
-#include "tensor/ops/copy.h"
-#include "tensor/ops/elementwise.h"
-#include "tensor/ops/reduce.h"
-#include "tensor/ops/views.h"
+#include "tensor/nograd/copy.h"
+#include "tensor/nograd/elementwise.h"
+#include "tensor/nograd/reduce.h"
+#include "tensor/nograd/views.h"
 #if ACCEL_WITH_MPI
 #include <mpi.h>
 
@@ -31,8 +31,6 @@
 #if ACCEL_WITH_NCCL
 #include "collective/nccl_communicator.h"
 #endif
-
-extern char** environ;
 
 namespace accel {
 
@@ -47,61 +45,6 @@ struct Accelerator::MixedPrecisionState {
 
 namespace {
 
-using Env = std::map<std::string, std::string>;
-
-Env process_environment() {
-  Env env;
-  for (char** e = environ; e && *e; ++e) {
-    const std::string entry(*e);
-    const size_t eq = entry.find('=');
-    if (eq != std::string::npos) env.emplace(entry.substr(0, eq), entry.substr(eq + 1));
-  }
-  return env;
-}
-
-std::optional<std::string> lookup(const Env& env, const std::string& name) {
-  auto it = env.find(name);
-  return it == env.end() || it->second.empty() ? std::nullopt : std::optional<std::string>(it->second);
-}
-
-// code, then environment, then config file, then default; checks the value against `valid`.
-Setting pick(const char* name, const char* env_name, const std::optional<std::string>& code, const Env& env,
-             const std::optional<std::string>& file_value, const std::string& fallback,
-             const std::function<bool(const std::string&)>& valid, const char* expected) {
-  Setting s;
-  if (code) {
-    s = {*code, "code"};
-  } else if (auto v = lookup(env, env_name)) {
-    s = {*v, fmt::format("environment {}", env_name)};
-  } else if (file_value) {
-    s = {*file_value, "config file"};
-  } else {
-    s = {fallback, "default"};
-  }
-  if (!valid(s.value))
-    throw Error(fmt::format("Accelerator: {} '{}' from {} is not valid; expected {}", name, s.value, s.source, expected));
-  return s;
-}
-
-bool is_positive_int(const std::string& s) {
-  try {
-    size_t used = 0;
-    return std::stoi(s, &used) >= 1 && used == s.size();
-  } catch (const std::exception&) {
-    return false;
-  }
-}
-
-bool is_positive_number(const std::string& s) {
-  try {
-    size_t used = 0;
-    const double v = std::stod(s, &used);
-    return used == s.size() && std::isfinite(v) && v > 0;
-  } catch (const std::exception&) {
-    return false;
-  }
-}
-
 #if ACCEL_WITH_MPI
 // MPI for the whole program: started by the first Accelerator that needs it and finalised at exit
 // (MPI cannot start twice in one process, so it must outlive any one Accelerator). If the program
@@ -114,63 +57,8 @@ MpiEnvironment& program_mpi() {
 
 }  // namespace
 
-std::string EffectiveSettings::describe() const {
-  return fmt::format(
-      "mixed_precision={} ({}), grad_comm_dtype={} ({}), cpu={} ({}), gradient_accumulation_steps={} ({}), "
-      "backend={} ({}), bucket_cap_mb={} ({}){}",
-      mixed_precision.value, mixed_precision.source, grad_comm_dtype.value, grad_comm_dtype.source, cpu.value,
-      cpu.source, gradient_accumulation_steps.value, gradient_accumulation_steps.source, backend.value, backend.source, bucket_cap_mb.value, bucket_cap_mb.source,
-      config_path.empty() ? "" : fmt::format(", config file {}", config_path));
-}
-
-EffectiveSettings resolve_settings(const AcceleratorOptions& o, const Env& env) {
-  std::optional<ConfigFile> file;
-  std::string path;
-  if (o.config_file) {
-    path = *o.config_file;
-    file = load_config(path);  // asked for by name: a missing file is an error
-  } else {
-    path = lookup(env, "ACCEL_CONFIG_FILE").value_or(default_config_path());
-    if (std::filesystem::exists(path)) file = load_config(path);
-  }
-  EffectiveSettings s;
-  if (file) s.config_path = path;
-  auto from_file = [&](auto member) -> std::optional<std::string> {
-    if (!file) return std::nullopt;
-    return member(*file);
-  };
-  s.mixed_precision = pick(
-      "mixed_precision", "ACCEL_MIXED_PRECISION", o.mixed_precision, env,
-      from_file([](const ConfigFile& c) { return c.mixed_precision; }), "no",
-      [](const std::string& v) { return v == "no" || v == "fp16" || v == "bf16"; }, "no, fp16 or bf16");
-  s.grad_comm_dtype = pick(
-      "grad_comm_dtype", "ACCEL_GRAD_COMM_DTYPE", o.grad_comm_dtype, env, std::nullopt, "f32",
-      [](const std::string& v) { return v == "f32" || v == "compute" || v == "f16" || v == "bf16"; },
-      "f32, compute, f16 or bf16");
-  s.cpu = pick(
-      "cpu", "ACCEL_USE_CPU", o.cpu ? std::optional<std::string>(*o.cpu ? "true" : "false") : std::nullopt, env,
-      from_file([](const ConfigFile& c) { return std::string(c.use_cpu ? "true" : "false"); }), "false",
-      [](const std::string& v) { return v == "true" || v == "false"; }, "true or false");
-  s.gradient_accumulation_steps = pick(
-      "gradient_accumulation_steps", "ACCEL_GRADIENT_ACCUMULATION_STEPS",
-      o.gradient_accumulation_steps ? std::optional<std::string>(std::to_string(*o.gradient_accumulation_steps))
-                                    : std::nullopt,
-      env, from_file([](const ConfigFile& c) { return std::to_string(c.gradient_accumulation_steps); }), "1",
-      is_positive_int, "an integer >= 1");
-  s.backend = pick(
-      "backend", "ACCEL_BACKEND", o.backend, env, from_file([](const ConfigFile& c) { return c.backend; }), "auto",
-      [](const std::string& v) { return v == "auto" || v == "mpi" || v == "ring" || v == "nccl"; },
-      "auto, mpi, ring or nccl");
-  // Not a config file key: a tuning knob, set in code or for one run through the environment.
-  s.bucket_cap_mb = pick(
-      "bucket_cap_mb", "ACCEL_BUCKET_CAP_MB",
-      o.bucket_cap_mb ? std::optional<std::string>(fmt::format("{}", *o.bucket_cap_mb)) : std::nullopt, env,
-      std::nullopt, "25", is_positive_number, "a number of MiB > 0");
-  return s;
-}
-
 Accelerator::Accelerator(AcceleratorOptions options) {
-  const Env env = process_environment();
+  const EnvironmentVariables env = environment_variables();
   state_ = ProcessState::from_environment(env);
   settings_ = resolve_settings(options, env);
   accumulation_steps_ = std::stoi(settings_.gradient_accumulation_steps.value);
@@ -286,7 +174,7 @@ void Accelerator::unscale_grads(const std::vector<Tensor>& extra) {
   if (comm_) {
     // One all-reduce of a flag: if any rank overflowed, every rank skips this step.
     Tensor flag = scalar_tensor(found_inf ? 1.0 : 0.0, DType::f32);
-    flag = ops::reshape(flag, {1});
+    flag = nograd::reshape(flag, {1});
     comm_->all_reduce(flag, ReduceOp::max);
     found_inf = flag.item() != 0.0;
   }
@@ -324,9 +212,9 @@ void Accelerator::prepare_model(nn::Module& model) {
       if (t.is_contiguous()) {
         comm_for(t).broadcast(t, 0);
       } else {
-        Tensor staged = ops::contiguous(t);
+        Tensor staged = nograd::contiguous(t);
         comm_for(staged).broadcast(staged, 0);
-        ops::copy_(t, staged);
+        nograd::copy_(t, staged);
       }
     }
   };
@@ -467,14 +355,14 @@ double Accelerator::clip_grad_norm(const std::vector<Tensor>& params, double max
   // Accumulated in f64 so the norm of a large model does not lose digits.
   double total = 0;
   for (const Tensor& g : grads) {
-    const Tensor a = ops::abs(ops::to_dtype(g, DType::f64));
-    if (inf) total = std::max(total, ops::max(a).item());
-    else total += ops::sum(norm_type == 2.0 ? ops::mul(a, a) : ops::pow(a, norm_type)).item();
+    const Tensor a = nograd::abs(nograd::to_dtype(g, DType::f64));
+    if (inf) total = std::max(total, nograd::max(a).item());
+    else total += nograd::sum(norm_type == 2.0 ? nograd::mul(a, a) : nograd::pow(a, norm_type)).item();
   }
   if (!inf) total = std::pow(total, 1.0 / norm_type);
   const double coefficient = max_norm / (total + 1e-6);
   if (coefficient < 1.0)
-    for (const Tensor& g : grads) ops::mul_(g, coefficient);
+    for (const Tensor& g : grads) nograd::mul_(g, coefficient);
   return total;
 }
 
@@ -538,7 +426,7 @@ std::string Accelerator::shapes_of(const std::vector<TensorInfo>& infos) {
 }
 
 Tensor Accelerator::gather_rows(const char* op, const Tensor& tensor, int64_t padding) {
-  const Tensor rows = tensor.defined() && tensor.dim() == 0 ? ops::reshape(tensor, {1}) : tensor;
+  const Tensor rows = tensor.defined() && tensor.dim() == 0 ? nograd::reshape(tensor, {1}) : tensor;
   const std::vector<TensorInfo> infos = exchange_info(op, rows, padding);
   const int n = comm_->size();
   std::vector<Shape> shapes;
@@ -561,7 +449,7 @@ Tensor Accelerator::gather_rows(const char* op, const Tensor& tensor, int64_t pa
   Shape part = shapes[0];
   part[0] = most;
   Tensor mine = zeros(part, rows.dtype(), rows.device());
-  if (rows.size(0) > 0) ops::copy_(ops::narrow(mine, 0, 0, rows.size(0)), rows);
+  if (rows.size(0) > 0) nograd::copy_(nograd::narrow(mine, 0, 0, rows.size(0)), rows);
   Shape whole = part;
   whole[0] = most * n;
   Tensor all = empty(whole, rows.dtype(), rows.device());
@@ -572,19 +460,19 @@ Tensor Accelerator::gather_rows(const char* op, const Tensor& tensor, int64_t pa
     const TensorInfo& info = infos[static_cast<size_t>(r)];
     const int64_t keep = info.shape[0] - info.extra;
     cut |= keep != most;
-    pieces.push_back(ops::narrow(all, 0, r * most, keep));
+    pieces.push_back(nograd::narrow(all, 0, r * most, keep));
   }
-  return cut ? ops::cat(pieces, 0) : all;
+  return cut ? nograd::cat(pieces, 0) : all;
 }
 
 Tensor Accelerator::gather(const Tensor& tensor) {
-  if (!comm_) return tensor.defined() && tensor.dim() == 0 ? ops::reshape(tensor, {1}) : tensor;
+  if (!comm_) return tensor.defined() && tensor.dim() == 0 ? nograd::reshape(tensor, {1}) : tensor;
   return gather_rows("gather", tensor, 0);
 }
 
 Tensor Accelerator::gather_for_metrics(const Tensor& tensor) {
   // One process keeps its short last batch and never pads.
-  if (!comm_) return tensor.defined() && tensor.dim() == 0 ? ops::reshape(tensor, {1}) : tensor;
+  if (!comm_) return tensor.defined() && tensor.dim() == 0 ? nograd::reshape(tensor, {1}) : tensor;
   return gather_rows("gather_for_metrics", tensor, gradient_state_->padding);
 }
 
@@ -607,7 +495,7 @@ Tensor Accelerator::reduce(const Tensor& tensor, const std::string& reduction) {
     if (infos[r].shape != infos[0].shape)
       throw Error(fmt::format("Accelerator::reduce: the ranks' shapes differ: {}", shapes_of(infos)));
   }
-  Tensor out = ops::clone(tensor);
+  Tensor out = nograd::clone(tensor);
   comm_for(out).all_reduce(out, code == 0 ? ReduceOp::sum : ReduceOp::avg);
   return out;
 }
@@ -628,7 +516,7 @@ Tensor Accelerator::broadcast(const Tensor& tensor, int from) {
   if (from < 0 || from >= n)
     throw Error(fmt::format("Accelerator::broadcast: from = {} is not a rank of {}", from, n));
   if (!comm_) return tensor;
-  Tensor out = ops::clone(tensor);
+  Tensor out = nograd::clone(tensor);
   comm_for(out).broadcast(out, from);
   return out;
 }
@@ -668,7 +556,7 @@ Tensor Accelerator::pad_across_processes(const Tensor& tensor, int64_t dim, doub
   Shape padded_shape = tensor.shape();
   padded_shape[static_cast<size_t>(dim)] = most;
   Tensor padded = full(padded_shape, pad_index, tensor.dtype(), tensor.device());
-  ops::copy_(ops::narrow(padded, dim, pad_first ? most - size : 0, size), tensor);
+  nograd::copy_(nograd::narrow(padded, dim, pad_first ? most - size : 0, size), tensor);
   return padded;
 }
 

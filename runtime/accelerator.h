@@ -24,52 +24,11 @@
 #include "runtime/gradient_state.h"
 #include "runtime/loss_scaler.h"
 #include "runtime/process_state.h"
+#include "runtime/settings.h"
 #include "runtime/reducer.h"
 #include "tensor/tensor.h"
 
 namespace accel {
-
-// Settings given in code. Each one left empty falls back to its ACCEL_* environment variable (set by
-// `accel launch`), then to the config file, then to the default.
-struct AcceleratorOptions {
-  std::optional<std::string> mixed_precision;      // "no", "fp16" or "bf16"   (ACCEL_MIXED_PRECISION)
-  // The dtype gradients are all-reduced in: "f32" (default), "compute" (the mixed_precision dtype), or
-  // "f16"/"bf16", which must then be the compute dtype (ACCEL_GRAD_COMM_DTYPE).
-  std::optional<std::string> grad_comm_dtype;
-  // The dynamic loss scaler's settings; fp16 only (bf16 needs no scaling, and giving these with bf16
-  // or no is rejected). Unset with fp16: the defaults (2^16, x2 after 2000 clean steps, x0.5).
-  std::optional<LossScalerOptions> loss_scaler;
-  std::optional<bool> cpu;                         // train on the CPU even with GPUs   (ACCEL_USE_CPU)
-  std::optional<int> gradient_accumulation_steps;  // (ACCEL_GRADIENT_ACCUMULATION_STEPS)
-  std::optional<std::string> config_file;          // (ACCEL_CONFIG_FILE, else the default path)
-  // Communicator between ranks: "auto" (mpi on the CPU), "mpi", "ring" (the teaching ring all-reduce
-  // over MPI) or "nccl" (ACCEL_BACKEND, config file `backend`). Unused when there is one process.
-  std::optional<std::string> backend;
-  // Gradient buckets fill up to this many MiB (ACCEL_BUCKET_CAP_MB; default 25). The first bucket
-  // is capped at min(1, bucket_cap_mb) so the first all-reduce starts early.
-  std::optional<double> bucket_cap_mb;
-  // How prepare() shards DataLoaders (see ShardOptions): pad the last steps so every rank runs as
-  // many steps, and whether batch_size is the global batch split between the ranks.
-  bool even_batches = true;
-  bool split_batches = false;
-  // Print the effective settings once on the main process at start.
-  bool print_settings = true;
-};
-
-// One resolved setting and where it came from ("code", "environment", "config file", "default").
-struct Setting {
-  std::string value;
-  std::string source;
-};
-
-struct EffectiveSettings {
-  Setting mixed_precision, grad_comm_dtype, cpu, gradient_accumulation_steps, backend, bucket_cap_mb;
-  std::string config_path;  // empty when no config file was read
-  std::string describe() const;  // one line for the start-up print
-};
-
-// Resolves each setting: code, then environment, then config file, then default.
-EffectiveSettings resolve_settings(const AcceleratorOptions& options, const std::map<std::string, std::string>& env);
 
 class Accelerator {
  public:

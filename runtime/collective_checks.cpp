@@ -14,7 +14,7 @@
 
 #include "collective/communicator.h"
 #include "tensor/creation.h"
-#include "tensor/ops/views.h"
+#include "tensor/nograd/views.h"
 
 namespace accel {
 
@@ -190,7 +190,7 @@ void check_dtype(Communicator& comm, DType dtype, CheckList& checks) {
       });
       checks.run(fmt::format("{} reduce_scatter {} {} n={} in place", prefix, opn, dt, total), [&] {
         const Tensor whole = filled<T>({total}, dtype, mine);
-        const Tensor slot = ops::narrow(whole, 0, rank * m, m);
+        const Tensor slot = nograd::narrow(whole, 0, rank * m, m);
         comm.reduce_scatter(whole, slot, op);
         return mismatch<T>(slot, want);
       });
@@ -206,7 +206,7 @@ void check_dtype(Communicator& comm, DType dtype, CheckList& checks) {
     checks.run(fmt::format("{} all_gather {} n={} in place", prefix, dt, total), [&] {
       const Tensor out = empty({total}, dtype);
       poison<T>(out, slot_of_every_rank);
-      const Tensor slot = ops::narrow(out, 0, rank * m, m);
+      const Tensor slot = nograd::narrow(out, 0, rank * m, m);
       std::memcpy(slot.data_ptr(), filled<T>({m}, dtype, mine).data_ptr(), slot.nbytes());
       comm.all_gather(slot, out);
       return mismatch<T>(out, slot_of_every_rank);

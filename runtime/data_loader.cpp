@@ -6,7 +6,7 @@
 
 #include <numeric>
 
-#include "tensor/ops/copy.h"
+#include "tensor/nograd/copy.h"
 #include "tensor/philox.h"
 
 namespace accel {
@@ -92,7 +92,7 @@ DataLoader::StepPlan DataLoader::plan(int64_t step) const {
 Batch DataLoader::batch(int64_t step) const {
   StepPlan p = plan(step);
   Batch batch{dataset_->get_batch(p.indices), p.padding};
-  for (Tensor& field : batch.fields) field = ops::to_device(field, device_);
+  for (Tensor& field : batch.fields) field = nograd::to_device(field, device_);
   if (gradient_state_) {
     ++gradient_state_->batches;
     gradient_state_->step = step;

@@ -4,8 +4,8 @@
 #include <fmt/format.h>
 
 #include "tensor/creation.h"
-#include "tensor/ops/copy.h"
-#include "tensor/ops/views.h"
+#include "tensor/nograd/copy.h"
+#include "tensor/nograd/views.h"
 
 namespace accel {
 
@@ -21,7 +21,7 @@ std::vector<Tensor> Dataset::get_batch(const std::vector<int64_t>& indices) cons
     for (size_t f = 0; f < sample.size(); ++f) per_field[f].push_back(sample[f]);
   }
   std::vector<Tensor> batch;
-  for (const auto& field : per_field) batch.push_back(ops::stack(field, 0));
+  for (const auto& field : per_field) batch.push_back(nograd::stack(field, 0));
   return batch;
 }
 
@@ -43,14 +43,14 @@ std::vector<Tensor> TensorDataset::get(int64_t index) const {
   if (index < 0 || index >= size())
     throw Error(fmt::format("TensorDataset::get: index {} out of range for {} samples", index, size()));
   std::vector<Tensor> sample;
-  for (const Tensor& field : fields_) sample.push_back(ops::select(field, 0, index));
+  for (const Tensor& field : fields_) sample.push_back(nograd::select(field, 0, index));
   return sample;
 }
 
 std::vector<Tensor> TensorDataset::get_batch(const std::vector<int64_t>& indices) const {
   const Tensor index = from_vector<int64_t>(indices);
   std::vector<Tensor> batch;
-  for (const Tensor& field : fields_) batch.push_back(ops::index_select(field, 0, index));
+  for (const Tensor& field : fields_) batch.push_back(nograd::index_select(field, 0, index));
   return batch;
 }
 

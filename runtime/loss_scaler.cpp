@@ -9,9 +9,9 @@
 #include <utility>
 
 #include "tensor/creation.h"
-#include "tensor/ops/copy.h"
-#include "tensor/ops/optim_ops.h"
-#include "tensor/ops/views.h"
+#include "tensor/nograd/copy.h"
+#include "tensor/nograd/optim_ops.h"
+#include "tensor/nograd/views.h"
 
 namespace accel {
 
@@ -36,12 +36,12 @@ bool LossScaler::unscale(const std::vector<Tensor>& grads) const {
     if (g.is_contiguous()) {
       flat.push_back(g);
     } else {
-      copies.emplace_back(g, ops::contiguous(g));
+      copies.emplace_back(g, nograd::contiguous(g));
       flat.push_back(copies.back().second);
     }
   }
-  const bool found_inf = ops::unscale_and_check_(flat, 1.0 / scale_);
-  for (const auto& [grad, copy] : copies) ops::copy_(grad, copy);
+  const bool found_inf = nograd::unscale_and_check_(flat, 1.0 / scale_);
+  for (const auto& [grad, copy] : copies) nograd::copy_(grad, copy);
   return found_inf;
 }
 

@@ -28,7 +28,7 @@ class LossScaler {
   double scale() const { return scale_; }
   const LossScalerOptions& options() const { return options_; }
   // Multiplies every grad by 1 / scale() in place; returns true when some grad held inf or NaN. One
-  // fused pass (ops::unscale_and_check_); grads that are not contiguous are unscaled through a copy.
+  // fused pass (nograd::unscale_and_check_); grads that are not contiguous are unscaled through a copy.
   bool unscale(const std::vector<Tensor>& grads) const;
   // Ends one step: found_inf (agreed by every rank) skips it and shrinks the scale; otherwise counts a
   // clean step and grows the scale after growth_interval of them. The scale stays within the normal

@@ -87,14 +87,16 @@ ProcessState ProcessState::from_environment(const Env& env) {
   return ProcessState{};
 }
 
-ProcessState ProcessState::from_environment() {
-  Env env;
+EnvironmentVariables environment_variables() {
+  EnvironmentVariables env;
   for (char** e = environ; e && *e; ++e) {
     const std::string entry(*e);
     const size_t eq = entry.find('=');
     if (eq != std::string::npos) env.emplace(entry.substr(0, eq), entry.substr(eq + 1));
   }
-  return from_environment(env);
+  return env;
 }
+
+ProcessState ProcessState::from_environment() { return from_environment(environment_variables()); }
 
 }  // namespace accel

@@ -7,6 +7,11 @@
 
 namespace accel {
 
+using EnvironmentVariables = std::map<std::string, std::string>;
+
+// This process's environment variables, read once per call.
+EnvironmentVariables environment_variables();
+
 struct ProcessState {
   int rank = 0;
   int world_size = 1;

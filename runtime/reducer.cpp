@@ -9,9 +9,9 @@
 
 #include "autograd/grad_mode.h"
 #include "tensor/creation.h"
-#include "tensor/ops/copy.h"
-#include "tensor/ops/elementwise.h"
-#include "tensor/ops/views.h"
+#include "tensor/nograd/copy.h"
+#include "tensor/nograd/elementwise.h"
+#include "tensor/nograd/views.h"
 
 namespace accel {
 
@@ -88,8 +88,8 @@ void Reducer::build_buckets(const ReducerOptions& options) {
     int64_t offset = 0;
     for (size_t j = 0; j < b.params.size(); ++j) {
       const Tensor& p = params_[b.params[j]];
-      s.slots.push_back(ops::view(ops::narrow(s.buffer, 0, offset, p.numel()), p.shape()));
-      s.flags.push_back(ops::narrow(s.buffer, 0, grads + static_cast<int64_t>(j), 1));
+      s.slots.push_back(nograd::view(nograd::narrow(s.buffer, 0, offset, p.numel()), p.shape()));
+      s.flags.push_back(nograd::narrow(s.buffer, 0, grads + static_cast<int64_t>(j), 1));
       offset += p.numel();
       bucket_of_[b.params[j]] = bi;
       slot_of_[b.params[j]] = j;
@@ -135,7 +135,7 @@ void Reducer::prepare_for_backward(bool sync) {
                               names_[k], dtype_name(p.dtype()), p.device().str(), dtype_name(slot.dtype()),
                               slot.device().str()));
     if (p.grad().defined()) continue;
-    ops::zero_(slot);
+    nograd::zero_(slot);
     p.set_grad(slot);
     lent_[k] = true;
   }
@@ -153,8 +153,8 @@ void Reducer::on_grad_ready(size_t k) {
   BucketState& s = state_[bucket_of_[k]];
   const size_t j = slot_of_[k];
   const Tensor grad = params_[k].grad();
-  if (grad.data_ptr() != s.slots[j].data_ptr()) ops::copy_(s.slots[j], grad);
-  ops::fill_(s.flags[j], 1.0);
+  if (grad.data_ptr() != s.slots[j].data_ptr()) nograd::copy_(s.slots[j], grad);
+  nograd::fill_(s.flags[j], 1.0);
   events_.push_back({ReducerEvent::Kind::grad_ready, static_cast<int64_t>(k)});
   if (--s.pending == 0) launch_ready();
 }
@@ -166,7 +166,7 @@ void Reducer::launch_ready() {
     BucketState& s = state_[next_launch_];
     if (s.buffer.dtype() == DType::f32 && comm_dtype_ != DType::f32) {
       NoGradGuard no_grad;
-      s.wire = ops::to_dtype(s.buffer, comm_dtype_);
+      s.wire = nograd::to_dtype(s.buffer, comm_dtype_);
       s.work = comm_->all_reduce_async(s.wire, ReduceOp::avg);
     } else {
       s.work = comm_->all_reduce_async(s.buffer, ReduceOp::avg);
@@ -197,11 +197,11 @@ void Reducer::finalize() {
     const Tensor& slot = s.slots[slot_of_[k]];
     const Tensor grad = params_[k].grad();
     if (grad.defined()) {
-      if (grad.data_ptr() != slot.data_ptr()) ops::copy_(slot, grad);
-      ops::fill_(s.flags[slot_of_[k]], 1.0);
+      if (grad.data_ptr() != slot.data_ptr()) nograd::copy_(slot, grad);
+      nograd::fill_(s.flags[slot_of_[k]], 1.0);
     } else {
-      ops::zero_(slot);
-      ops::zero_(s.flags[slot_of_[k]]);
+      nograd::zero_(slot);
+      nograd::zero_(s.flags[slot_of_[k]]);
     }
     --s.pending;
   }
@@ -214,16 +214,16 @@ void Reducer::finalize() {
     s.work.wait();
     s.work = Work();
     if (s.wire.defined()) {
-      ops::copy_(s.buffer, s.wire);  // widened back into the buffer the grads are views of
+      nograd::copy_(s.buffer, s.wire);  // widened back into the buffer the grads are views of
       s.wire = Tensor();
     }
     events_.push_back({ReducerEvent::Kind::bucket_finished, static_cast<int64_t>(bi)});
     const int64_t count = static_cast<int64_t>(buckets_[bi].params.size());
-    flags.push_back(ops::to_dtype(ops::narrow(s.buffer, 0, s.buffer.numel() - count, count), DType::f64));
+    flags.push_back(nograd::to_dtype(nograd::narrow(s.buffer, 0, s.buffer.numel() - count, count), DType::f64));
   }
   if (flags.empty()) return;
   // The flags were averaged too: non-zero where at least one rank had the grad.
-  const std::vector<double> used = ops::cat(flags, 0).to_vector<double>();
+  const std::vector<double> used = nograd::cat(flags, 0).to_vector<double>();
   size_t at = 0;
   for (size_t bi = 0; bi < buckets_.size(); ++bi) {
     const Bucket& b = buckets_[bi];

@@ -16,8 +16,8 @@
 #include <unordered_set>
 
 #include "tensor/creation.h"
-#include "tensor/ops/copy.h"
-#include "tensor/ops/views.h"
+#include "tensor/nograd/copy.h"
+#include "tensor/nograd/views.h"
 
 namespace accel {
 
@@ -323,7 +323,7 @@ FilePlan plan_file(const char* op, const NamedTensors& tensors, const Safetensor
 }
 
 // The tensor's elements in row-major order on the host.
-Tensor host_contiguous(const Tensor& t) { return ops::contiguous(ops::to_device(t, Device::cpu())); }
+Tensor host_contiguous(const Tensor& t) { return nograd::contiguous(nograd::to_device(t, Device::cpu())); }
 
 // An open FILE* that is closed, and the temporary file removed, unless commit() succeeded.
 class TempFile {

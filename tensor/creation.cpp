@@ -5,8 +5,8 @@
 
 #include <cmath>
 
-#include "tensor/ops/copy.h"
-#include "tensor/ops/elementwise.h"
+#include "tensor/nograd/copy.h"
+#include "tensor/nograd/elementwise.h"
 #include "tensor/philox.h"
 
 namespace accel {
@@ -21,7 +21,7 @@ Tensor empty(const Shape& shape, DType dtype, Device device) {
 
 Tensor full(const Shape& shape, double value, DType dtype, Device device) {
   Tensor t = empty(shape, dtype, device);
-  ops::fill_(t, value);
+  nograd::fill_(t, value);
   return t;
 }
 
@@ -39,7 +39,7 @@ Tensor arange(double start, double end, double step, DType dtype, Device device)
   const int64_t n = std::max<int64_t>(0, static_cast<int64_t>(std::ceil((end - start) / step)));
   std::vector<double> values(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) values[i] = start + static_cast<double>(i) * step;
-  return ops::to_device(ops::to_dtype(from_vector(values), dtype), device);
+  return nograd::to_device(nograd::to_dtype(from_vector(values), dtype), device);
 }
 
 Tensor arange(int64_t end, DType dtype, Device device) { return arange(0.0, static_cast<double>(end), 1.0, dtype, device); }
@@ -56,7 +56,7 @@ Tensor draw(const char* op, const Shape& shape, DType dtype, Device device, Draw
   const int64_t n = host.numel();
 #pragma omp parallel for if (n > 65536)
   for (int64_t i = 0; i < n; ++i) p[i] = value_at(static_cast<uint64_t>(i));
-  return ops::to_device(ops::to_dtype(host, dtype), device);
+  return nograd::to_device(nograd::to_dtype(host, dtype), device);
 }
 
 }  // namespace
@@ -87,7 +87,7 @@ Tensor from_vector(const std::vector<T>& values, const Shape& shape, Device devi
   Tensor host = empty(shape, dtype_of<T>(), Device::cpu());
   T* p = static_cast<T*>(host.data_ptr());
   for (size_t i = 0; i < values.size(); ++i) p[i] = values[i];
-  return ops::to_device(host, device);
+  return nograd::to_device(host, device);
 }
 
 template Tensor from_vector<double>(const std::vector<double>&, const Shape&, Device);

@@ -5,8 +5,8 @@
 
 #include <ostream>
 
-#include "tensor/ops/copy.h"
-#include "tensor/ops/views.h"
+#include "tensor/nograd/copy.h"
+#include "tensor/nograd/views.h"
 
 namespace accel {
 
@@ -87,7 +87,7 @@ void Tensor::check_dtype_for_access(DType requested) const {
 double Tensor::item() const {
   if (numel() != 1)
     throw Error(fmt::format("Tensor::item: expected a one-element tensor, got shape {}", shape_str(shape())));
-  const Tensor host = ops::to_device(*this, Device::cpu());
+  const Tensor host = nograd::to_device(*this, Device::cpu());
   return dispatch_all(dtype(), "Tensor::item", [&]<class T>() -> double {
     const T value = *static_cast<const T*>(host.data_ptr());
     if constexpr (std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>) return static_cast<float>(value);
@@ -98,7 +98,7 @@ double Tensor::item() const {
 template <class T>
 std::vector<T> Tensor::to_vector() const {
   check_dtype_for_access(dtype_of<T>());
-  const Tensor host = ops::contiguous(ops::to_device(*this, Device::cpu()));
+  const Tensor host = nograd::contiguous(nograd::to_device(*this, Device::cpu()));
   const T* p = static_cast<const T*>(host.data_ptr());
   return std::vector<T>(p, p + host.numel());
 }
@@ -155,10 +155,10 @@ AutogradMeta& Tensor::ensure_autograd_meta() const {
   return *impl_->autograd;
 }
 
-void Tensor::add_grad_ready_hook(std::function<void(Tensor&)> hook) const {
+HookHandle Tensor::add_grad_ready_hook(std::function<void(Tensor&)> hook) const {
   if (!requires_grad() || !is_leaf())
     throw Error(fmt::format("Tensor::add_grad_ready_hook: hooks go on leaves that require grad, got {}", str()));
-  ensure_autograd_meta().grad_ready_hooks.push_back(std::move(hook));
+  return ensure_autograd_meta().grad_ready_hooks.add(std::move(hook));
 }
 
 void Tensor::set_data(const Tensor& other) const {
@@ -176,7 +176,7 @@ void Tensor::set_data(const Tensor& other) const {
 std::ostream& operator<<(std::ostream& out, const Tensor& t) {
   out << t.str();
   if (!t.defined() || t.numel() > 64) return out;
-  const Tensor values = ops::contiguous(ops::to_device(t, Device::cpu()));
+  const Tensor values = nograd::contiguous(nograd::to_device(t, Device::cpu()));
   out << " [";
   dispatch_all(t.dtype(), "print", [&]<class T>() {
     const T* p = static_cast<const T*>(values.data_ptr());

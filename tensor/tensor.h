@@ -1,5 +1,5 @@
 // Tensor: a cheap, shared handle to a strided view of a Storage, with its dtype, device and the
-// autograd metadata that the autograd layer fills in. Ops are free functions (see tensor/ops/).
+// autograd metadata that the autograd layer fills in. Ops are free functions (see tensor/nograd/).
 #pragma once
 
 #include <cstdint>
@@ -12,6 +12,7 @@
 #include "tensor/device.h"
 #include "tensor/dtype.h"
 #include "tensor/error.h"
+#include "tensor/hook_list.h"
 #include "tensor/shape.h"
 #include "tensor/storage.h"
 
@@ -85,8 +86,9 @@ class Tensor {
   const std::shared_ptr<autograd::Node>& grad_fn() const;
   AutogradMeta* autograd_meta() const;
   AutogradMeta& ensure_autograd_meta() const;
-  // Calls hook(leaf) each time backward has finished accumulating into this leaf's grad.
-  void add_grad_ready_hook(std::function<void(Tensor&)> hook) const;
+  // Calls hook(leaf) each time backward has finished accumulating into this leaf's grad. The handle
+  // removes it again.
+  HookHandle add_grad_ready_hook(std::function<void(Tensor&)> hook) const;
 
   // Replaces this tensor's data and layout with other's, keeping its identity and autograd metadata,
   // so that every handle (an optimizer's, say) sees the moved or cast parameter.
@@ -104,7 +106,7 @@ struct AutogradMeta {
   std::shared_ptr<autograd::Node> grad_fn;  // set on outputs of recorded ops
   uint32_t output_nr = 0;                   // which output of grad_fn this tensor is
   std::weak_ptr<autograd::Node> grad_accumulator;  // leaves: the node that accumulates into grad
-  std::vector<std::function<void(Tensor&)>> grad_ready_hooks;
+  HookList<void(Tensor&)> grad_ready_hooks;
 };
 
 // Prints dtype, device, shape and (for small tensors) the values.

@@ -4,9 +4,9 @@
 #include "autograd/functions.h"
 #include "autograd/node.h"
 #include "tensor/creation.h"
-#include "tensor/ops/copy.h"
-#include "tensor/ops/elementwise.h"
-#include "tensor/ops/reduce.h"
+#include "tensor/nograd/copy.h"
+#include "tensor/nograd/elementwise.h"
+#include "tensor/nograd/reduce.h"
 
 namespace accel {
 
@@ -16,14 +16,14 @@ using Grads = std::vector<Tensor>;
 namespace {
 
 Tensor zero_like_scalar(const Tensor& t) { return scalar_tensor(0.0, t.dtype(), t.device()); }
-Tensor unbroadcast(const Tensor& grad, const Tensor& input) { return ops::sum_to_shape(grad, input.shape()); }
+Tensor unbroadcast(const Tensor& grad, const Tensor& input) { return nograd::sum_to_shape(grad, input.shape()); }
 
 }  // namespace
 
 Tensor add(const Tensor& a_in, const Tensor& b_in) {
   Tensor a = a_in, b = b_in;
   autocast::promote(a, b);
-  Tensor out = ops::add(a, b);
+  Tensor out = nograd::add(a, b);
   record("AddBackward", {a, b}, {out}, [a = detach(a), b = detach(b)](const Grads& g) -> Grads {
     return {unbroadcast(g[0], a), unbroadcast(g[0], b)};
   });
@@ -33,9 +33,9 @@ Tensor add(const Tensor& a_in, const Tensor& b_in) {
 Tensor sub(const Tensor& a_in, const Tensor& b_in) {
   Tensor a = a_in, b = b_in;
   autocast::promote(a, b);
-  Tensor out = ops::sub(a, b);
+  Tensor out = nograd::sub(a, b);
   record("SubBackward", {a, b}, {out}, [a = detach(a), b = detach(b)](const Grads& g) -> Grads {
-    return {unbroadcast(g[0], a), unbroadcast(ops::neg(g[0]), b)};
+    return {unbroadcast(g[0], a), unbroadcast(nograd::neg(g[0]), b)};
   });
   return out;
 }
@@ -43,11 +43,11 @@ Tensor sub(const Tensor& a_in, const Tensor& b_in) {
 Tensor mul(const Tensor& a_in, const Tensor& b_in) {
   Tensor a = a_in, b = b_in;
   autocast::promote(a, b);
-  Tensor out = ops::mul(a, b);
+  Tensor out = nograd::mul(a, b);
   record("MulBackward", {a, b}, {out},
          [a = detach(a), b = detach(b), need_a = a.requires_grad(), need_b = b.requires_grad()](const Grads& g) -> Grads {
-           return {need_a ? unbroadcast(ops::mul(g[0], b), a) : Tensor(),
-                   need_b ? unbroadcast(ops::mul(g[0], a), b) : Tensor()};
+           return {need_a ? unbroadcast(nograd::mul(g[0], b), a) : Tensor(),
+                   need_b ? unbroadcast(nograd::mul(g[0], a), b) : Tensor()};
          });
   return out;
 }
@@ -55,11 +55,11 @@ Tensor mul(const Tensor& a_in, const Tensor& b_in) {
 Tensor div(const Tensor& a_in, const Tensor& b_in) {
   Tensor a = a_in, b = b_in;
   autocast::promote(a, b);
-  Tensor out = ops::div(a, b);
+  Tensor out = nograd::div(a, b);
   record("DivBackward", {a, b}, {out},
          [a = detach(a), b = detach(b), need_b = b.requires_grad()](const Grads& g) -> Grads {
-           Tensor ga = ops::div(g[0], b);
-           Tensor gb = need_b ? unbroadcast(ops::neg(ops::div(ops::mul(ga, a), b)), b) : Tensor();
+           Tensor ga = nograd::div(g[0], b);
+           Tensor gb = need_b ? unbroadcast(nograd::neg(nograd::div(nograd::mul(ga, a), b)), b) : Tensor();
            return {unbroadcast(ga, a), gb};
          });
   return out;
@@ -68,20 +68,20 @@ Tensor div(const Tensor& a_in, const Tensor& b_in) {
 Tensor pow(const Tensor& a_in, const Tensor& b_in) {
   Tensor a = a_in, b = b_in;
   autocast::promote(a, b);
-  Tensor out = ops::pow(a, b);
+  Tensor out = nograd::pow(a, b);
   record("PowBackward", {a, b}, {out},
          [a = detach(a), b = detach(b), out = detach(out), need_b = b.requires_grad()](const Grads& g) -> Grads {
-           Tensor ga = ops::mul(ops::mul(g[0], b), ops::pow(a, ops::sub(b, 1.0)));
-           Tensor gb = need_b ? unbroadcast(ops::mul(ops::mul(g[0], out), ops::log(a)), b) : Tensor();
+           Tensor ga = nograd::mul(nograd::mul(g[0], b), nograd::pow(a, nograd::sub(b, 1.0)));
+           Tensor gb = need_b ? unbroadcast(nograd::mul(nograd::mul(g[0], out), nograd::log(a)), b) : Tensor();
            return {unbroadcast(ga, a), gb};
          });
   return out;
 }
 
 Tensor pow(const Tensor& a, double exponent) {
-  Tensor out = ops::pow(a, exponent);
+  Tensor out = nograd::pow(a, exponent);
   record("PowScalarBackward", {a}, {out}, [a = detach(a), exponent](const Grads& g) -> Grads {
-    return {ops::mul(ops::mul(g[0], exponent), ops::pow(a, exponent - 1.0))};
+    return {nograd::mul(nograd::mul(g[0], exponent), nograd::pow(a, exponent - 1.0))};
   });
   return out;
 }
@@ -89,12 +89,12 @@ Tensor pow(const Tensor& a, double exponent) {
 // Ties share the grad equally, so the result is the average of the two one-sided grads.
 static Tensor min_max(const char* name, const Tensor& a, const Tensor& b, Tensor out, bool is_max) {
   record(name, {a, b}, {out}, [a = detach(a), b = detach(b), is_max](const Grads& g) -> Grads {
-    const Tensor a_wins = is_max ? ops::gt(a, b) : ops::lt(a, b);
-    const Tensor tie = ops::eq(a, b);
-    const Tensor half = ops::mul(g[0], 0.5);
+    const Tensor a_wins = is_max ? nograd::gt(a, b) : nograd::lt(a, b);
+    const Tensor tie = nograd::eq(a, b);
+    const Tensor half = nograd::mul(g[0], 0.5);
     const Tensor zero = zero_like_scalar(g[0]);
-    Tensor ga = ops::where(a_wins, g[0], ops::where(tie, half, zero));
-    Tensor gb = ops::where(a_wins, zero, ops::where(tie, half, g[0]));
+    Tensor ga = nograd::where(a_wins, g[0], nograd::where(tie, half, zero));
+    Tensor gb = nograd::where(a_wins, zero, nograd::where(tie, half, g[0]));
     return {unbroadcast(ga, a), unbroadcast(gb, b)};
   });
   return out;
@@ -103,92 +103,92 @@ static Tensor min_max(const char* name, const Tensor& a, const Tensor& b, Tensor
 Tensor maximum(const Tensor& a_in, const Tensor& b_in) {
   Tensor a = a_in, b = b_in;
   autocast::promote(a, b);
-  return min_max("MaximumBackward", a, b, ops::maximum(a, b), true);
+  return min_max("MaximumBackward", a, b, nograd::maximum(a, b), true);
 }
 Tensor minimum(const Tensor& a_in, const Tensor& b_in) {
   Tensor a = a_in, b = b_in;
   autocast::promote(a, b);
-  return min_max("MinimumBackward", a, b, ops::minimum(a, b), false);
+  return min_max("MinimumBackward", a, b, nograd::minimum(a, b), false);
 }
 
 Tensor neg(const Tensor& t) {
-  Tensor out = ops::neg(t);
-  record("NegBackward", {t}, {out}, [](const Grads& g) -> Grads { return {ops::neg(g[0])}; });
+  Tensor out = nograd::neg(t);
+  record("NegBackward", {t}, {out}, [](const Grads& g) -> Grads { return {nograd::neg(g[0])}; });
   return out;
 }
 
 Tensor exp(const Tensor& t) {
-  Tensor out = ops::exp(t);
-  record("ExpBackward", {t}, {out}, [out = detach(out)](const Grads& g) -> Grads { return {ops::mul(g[0], out)}; });
+  Tensor out = nograd::exp(t);
+  record("ExpBackward", {t}, {out}, [out = detach(out)](const Grads& g) -> Grads { return {nograd::mul(g[0], out)}; });
   return out;
 }
 
 Tensor log(const Tensor& t) {
-  Tensor out = ops::log(t);
-  record("LogBackward", {t}, {out}, [t = detach(t)](const Grads& g) -> Grads { return {ops::div(g[0], t)}; });
+  Tensor out = nograd::log(t);
+  record("LogBackward", {t}, {out}, [t = detach(t)](const Grads& g) -> Grads { return {nograd::div(g[0], t)}; });
   return out;
 }
 
 Tensor sqrt(const Tensor& t) {
-  Tensor out = ops::sqrt(t);
+  Tensor out = nograd::sqrt(t);
   record("SqrtBackward", {t}, {out},
-         [out = detach(out)](const Grads& g) -> Grads { return {ops::div(ops::mul(g[0], 0.5), out)}; });
+         [out = detach(out)](const Grads& g) -> Grads { return {nograd::div(nograd::mul(g[0], 0.5), out)}; });
   return out;
 }
 
 Tensor abs(const Tensor& t) {
-  Tensor out = ops::abs(t);
+  Tensor out = nograd::abs(t);
   record("AbsBackward", {t}, {out}, [t = detach(t)](const Grads& g) -> Grads {
     const Tensor zero = zero_like_scalar(g[0]);
-    return {ops::where(ops::gt(t, 0.0), g[0], ops::where(ops::lt(t, 0.0), ops::neg(g[0]), zero))};
+    return {nograd::where(nograd::gt(t, 0.0), g[0], nograd::where(nograd::lt(t, 0.0), nograd::neg(g[0]), zero))};
   });
   return out;
 }
 
 Tensor tanh(const Tensor& t) {
-  Tensor out = ops::tanh(t);
+  Tensor out = nograd::tanh(t);
   record("TanhBackward", {t}, {out}, [out = detach(out)](const Grads& g) -> Grads {
-    return {ops::mul(g[0], ops::sub(ones_like(out), ops::mul(out, out)))};
+    return {nograd::mul(g[0], nograd::sub(ones_like(out), nograd::mul(out, out)))};
   });
   return out;
 }
 
 Tensor sigmoid(const Tensor& t) {
-  Tensor out = ops::sigmoid(t);
+  Tensor out = nograd::sigmoid(t);
   record("SigmoidBackward", {t}, {out}, [out = detach(out)](const Grads& g) -> Grads {
-    return {ops::mul(ops::mul(g[0], out), ops::sub(ones_like(out), out))};
+    return {nograd::mul(nograd::mul(g[0], out), nograd::sub(ones_like(out), out))};
   });
   return out;
 }
 
 Tensor relu(const Tensor& t) {
-  Tensor out = ops::relu(t);
+  Tensor out = nograd::relu(t);
   record("ReluBackward", {t}, {out},
-         [out = detach(out)](const Grads& g) -> Grads { return {ops::relu_backward(g[0], out)}; });
+         [out = detach(out)](const Grads& g) -> Grads { return {nograd::relu_backward(g[0], out)}; });
   return out;
 }
 
 Tensor gelu(const Tensor& t) {
-  Tensor out = ops::gelu(t);
-  record("GeluBackward", {t}, {out}, [t = detach(t)](const Grads& g) -> Grads { return {ops::gelu_backward(g[0], t)}; });
+  Tensor out = nograd::gelu(t);
+  record("GeluBackward", {t}, {out}, [t = detach(t)](const Grads& g) -> Grads { return {nograd::gelu_backward(g[0], t)}; });
   return out;
 }
 
 Tensor where(const Tensor& cond, const Tensor& a_in, const Tensor& b_in) {
   Tensor a = a_in, b = b_in;
   autocast::promote(a, b);
-  Tensor out = ops::where(cond, a, b);
+  Tensor out = nograd::where(cond, a, b);
   record("WhereBackward", {a, b}, {out}, [cond = detach(cond), a = detach(a), b = detach(b)](const Grads& g) -> Grads {
     const Tensor zero = zero_like_scalar(g[0]);
-    return {unbroadcast(ops::where(cond, g[0], zero), a), unbroadcast(ops::where(cond, zero, g[0]), b)};
+    return {unbroadcast(nograd::where(cond, g[0], zero), a), unbroadcast(nograd::where(cond, zero, g[0]), b)};
   });
   return out;
 }
 
 Tensor masked_fill(const Tensor& t, const Tensor& mask, double value) {
-  Tensor out = ops::masked_fill(t, mask, value);
+  Tensor out = nograd::masked_fill(t, mask, value);
   record("MaskedFillBackward", {t}, {out}, [mask = detach(mask)](const Grads& g) -> Grads {
-    return {ops::where(mask, zero_like_scalar(g[0]), g[0])};
+    return {nograd::where(mask, zero_like_scalar(g[0]), g[0])};
   });
   return out;
 }

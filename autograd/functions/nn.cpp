@@ -1,11 +1,11 @@
 // Differentiable neural-network ops: each backward calls the matching raw backward op of
-// tensor/ops/nn_ops.h, which shares its per-element math with the CUDA kernels.
+// tensor/nograd/nn_ops.h, which shares its per-element math with the CUDA kernels.
 #include "autograd/autocast.h"
 #include "autograd/functions.h"
 #include "autograd/node.h"
 #include "tensor/creation.h"
-#include "tensor/ops/elementwise.h"
-#include "tensor/ops/nn_ops.h"
+#include "tensor/nograd/elementwise.h"
+#include "tensor/nograd/nn_ops.h"
 
 namespace accel {
 
@@ -14,27 +14,27 @@ using Grads = std::vector<Tensor>;
 
 Tensor softmax(const Tensor& x_in, int64_t dim) {
   const Tensor x = autocast::to_reduction(x_in);
-  Tensor out = ops::softmax(x, dim);
+  Tensor out = nograd::softmax(x, dim);
   record("SoftmaxBackward", {x}, {out}, [out = detach(out), dim](const Grads& g) -> Grads {
-    return {ops::softmax_backward(g[0], out, dim)};
+    return {nograd::softmax_backward(g[0], out, dim)};
   });
   return out;
 }
 
 Tensor log_softmax(const Tensor& x_in, int64_t dim) {
   const Tensor x = autocast::to_reduction(x_in);
-  Tensor out = ops::log_softmax(x, dim);
+  Tensor out = nograd::log_softmax(x, dim);
   record("LogSoftmaxBackward", {x}, {out}, [out = detach(out), dim](const Grads& g) -> Grads {
-    return {ops::log_softmax_backward(g[0], out, dim)};
+    return {nograd::log_softmax_backward(g[0], out, dim)};
   });
   return out;
 }
 
 Tensor causal_softmax(const Tensor& x_in, double scale) {
   const Tensor x = autocast::to_reduction(x_in);
-  Tensor out = ops::causal_softmax(x, scale);
+  Tensor out = nograd::causal_softmax(x, scale);
   record("CausalSoftmaxBackward", {x}, {out}, [out = detach(out), scale](const Grads& g) -> Grads {
-    return {ops::causal_softmax_backward(g[0], out, scale)};
+    return {nograd::causal_softmax_backward(g[0], out, scale)};
   });
   return out;
 }
@@ -42,41 +42,41 @@ Tensor causal_softmax(const Tensor& x_in, double scale) {
 Tensor layer_norm(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in, double eps) {
   const Tensor x = autocast::to_reduction(x_in), weight = autocast::to_reduction(weight_in),
                bias = autocast::to_reduction(bias_in);
-  ops::LayerNormResult r = ops::layer_norm(x, weight, bias, eps);
+  nograd::LayerNormResult r = nograd::layer_norm(x, weight, bias, eps);
   record("LayerNormBackward", {x, weight, bias}, {r.out},
          [x = detach(x), weight = detach(weight), bias = detach(bias), mean = r.mean,
           rstd = r.rstd](const Grads& g) -> Grads {
-           ops::LayerNormGrads d = ops::layer_norm_backward(g[0], x, mean, rstd, weight, bias);
+           nograd::LayerNormGrads d = nograd::layer_norm_backward(g[0], x, mean, rstd, weight, bias);
            return {d.grad_input, d.grad_weight, d.grad_bias};
          });
   return r.out;
 }
 
 Tensor embedding(const Tensor& weight, const Tensor& indices) {
-  Tensor out = ops::embedding(weight, indices);
+  Tensor out = nograd::embedding(weight, indices);
   record("EmbeddingBackward", {weight}, {out},
          [indices = detach(indices), num = weight.shape()[0]](const Grads& g) -> Grads {
-           return {ops::embedding_backward(g[0], indices, num)};
+           return {nograd::embedding_backward(g[0], indices, num)};
          });
   return out;
 }
 
 Tensor cross_entropy(const Tensor& logits_in, const Tensor& target, int64_t ignore_index, Reduction reduction) {
   const Tensor logits = autocast::to_reduction(logits_in);
-  Tensor loss = ops::cross_entropy(logits, target, ignore_index, reduction);
+  Tensor loss = nograd::cross_entropy(logits, target, ignore_index, reduction);
   record("CrossEntropyBackward", {logits}, {loss},
          [logits = detach(logits), target = detach(target), ignore_index, reduction](const Grads& g) -> Grads {
-           return {ops::cross_entropy_backward(g[0], logits, target, ignore_index, reduction)};
+           return {nograd::cross_entropy_backward(g[0], logits, target, ignore_index, reduction)};
          });
   return loss;
 }
 
 Tensor dropout(const Tensor& x, double p, Generator& gen) {
-  ops::DropoutResult r = ops::dropout(x, p, gen);
+  nograd::DropoutResult r = nograd::dropout(x, p, gen);
   if (r.out.is_same(x)) return x;  // p = 0: the identity, nothing to record
   const double scale = p < 1.0 ? 1.0 / (1.0 - p) : 0.0;
   record("DropoutBackward", {x}, {r.out}, [mask = r.keep_mask, scale](const Grads& g) -> Grads {
-    return {ops::where(mask, ops::mul(g[0], scale), scalar_tensor(0.0, g[0].dtype(), g[0].device()))};
+    return {nograd::where(mask, nograd::mul(g[0], scale), scalar_tensor(0.0, g[0].dtype(), g[0].device()))};
   });
   return r.out;
 }

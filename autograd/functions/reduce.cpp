@@ -5,10 +5,10 @@
 #include "autograd/functions.h"
 #include "autograd/node.h"
 #include "tensor/creation.h"
-#include "tensor/ops/copy.h"
-#include "tensor/ops/elementwise.h"
-#include "tensor/ops/reduce.h"
-#include "tensor/ops/views.h"
+#include "tensor/nograd/copy.h"
+#include "tensor/nograd/elementwise.h"
+#include "tensor/nograd/reduce.h"
+#include "tensor/nograd/views.h"
 
 namespace accel {
 
@@ -33,15 +33,15 @@ std::vector<int64_t> reduced_dims(const char* op, const Tensor& t, const std::ve
 Tensor expand_back(const Tensor& grad, const Shape& in_shape, const std::vector<int64_t>& dims, bool keepdim) {
   Tensor g = grad;
   if (!keepdim)
-    for (int64_t d : dims) g = ops::unsqueeze(g, d);
-  return ops::expand(g, in_shape);
+    for (int64_t d : dims) g = nograd::unsqueeze(g, d);
+  return nograd::expand(g, in_shape);
 }
 
 }  // namespace
 
 Tensor sum(const Tensor& t_in, const std::vector<int64_t>& dims, bool keepdim) {
   const Tensor t = autocast::to_reduction(t_in);
-  Tensor out = ops::sum(t, dims, keepdim);
+  Tensor out = nograd::sum(t, dims, keepdim);
   record("SumBackward", {t}, {out}, [shape = t.shape(), d = reduced_dims("sum", t, dims), keepdim](const Grads& g) -> Grads {
     return {expand_back(g[0], shape, d, keepdim)};
   });
@@ -52,12 +52,12 @@ Tensor sum(const Tensor& t) { return sum(t, {}, false); }
 
 Tensor mean(const Tensor& t_in, const std::vector<int64_t>& dims, bool keepdim) {
   const Tensor t = autocast::to_reduction(t_in);
-  Tensor out = ops::mean(t, dims, keepdim);
+  Tensor out = nograd::mean(t, dims, keepdim);
   const std::vector<int64_t> d = reduced_dims("mean", t, dims);
   int64_t count = 1;
   for (int64_t k : d) count *= t.shape()[k];
   record("MeanBackward", {t}, {out}, [shape = t.shape(), d, keepdim, count](const Grads& g) -> Grads {
-    return {expand_back(ops::div(g[0], static_cast<double>(count)), shape, d, keepdim)};
+    return {expand_back(nograd::div(g[0], static_cast<double>(count)), shape, d, keepdim)};
   });
   return out;
 }
@@ -65,19 +65,19 @@ Tensor mean(const Tensor& t_in, const std::vector<int64_t>& dims, bool keepdim) 
 Tensor mean(const Tensor& t) { return mean(t, {}, false); }
 
 Tensor max(const Tensor& t, const std::vector<int64_t>& dims, bool keepdim) {
-  Tensor out = ops::max(t, dims, keepdim);
+  Tensor out = nograd::max(t, dims, keepdim);
   record("MaxBackward", {t}, {out},
          [t = detach(t), out = detach(out), d = reduced_dims("max", t, dims), keepdim](const Grads& g) -> Grads {
-           const Tensor is_max = ops::eq(t, expand_back(out, t.shape(), d, keepdim));
-           const Tensor count = ops::sum(ops::to_dtype(is_max, g[0].dtype()), d, true);
-           const Tensor share = ops::div(expand_back(g[0], t.shape(), d, keepdim), ops::expand(count, t.shape()));
-           return {ops::where(is_max, share, scalar_tensor(0.0, g[0].dtype(), g[0].device()))};
+           const Tensor is_max = nograd::eq(t, expand_back(out, t.shape(), d, keepdim));
+           const Tensor count = nograd::sum(nograd::to_dtype(is_max, g[0].dtype()), d, true);
+           const Tensor share = nograd::div(expand_back(g[0], t.shape(), d, keepdim), nograd::expand(count, t.shape()));
+           return {nograd::where(is_max, share, scalar_tensor(0.0, g[0].dtype(), g[0].device()))};
          });
   return out;
 }
 
 Tensor max(const Tensor& t) { return max(t, {}, false); }
 
-Tensor argmax(const Tensor& t, int64_t dim, bool keepdim) { return ops::argmax(t, dim, keepdim); }
+Tensor argmax(const Tensor& t, int64_t dim, bool keepdim) { return nograd::argmax(t, dim, keepdim); }
 
 }  // namespace accel

@@ -5,9 +5,9 @@
 #include "autograd/functions.h"
 #include "autograd/node.h"
 #include "tensor/creation.h"
-#include "tensor/ops/copy.h"
-#include "tensor/ops/reduce.h"
-#include "tensor/ops/views.h"
+#include "tensor/nograd/copy.h"
+#include "tensor/nograd/reduce.h"
+#include "tensor/nograd/views.h"
 
 namespace accel {
 
@@ -18,7 +18,7 @@ namespace {
 
 // A view whose backward reshapes the grad back to the input's shape.
 Tensor reshaping_view(const char* name, const Tensor& t, Tensor out) {
-  record(name, {t}, {out}, [shape = t.shape()](const Grads& g) -> Grads { return {ops::reshape(g[0], shape)}; });
+  record(name, {t}, {out}, [shape = t.shape()](const Grads& g) -> Grads { return {nograd::reshape(g[0], shape)}; });
   return out;
 }
 
@@ -28,7 +28,7 @@ Tensor picking_view(const char* name, const Tensor& t, ViewFn view_of) {
   Tensor out = view_of(t);
   record(name, {t}, {out}, [shape = t.shape(), view_of](const Grads& g) -> Grads {
     Tensor grad = zeros(shape, g[0].dtype(), g[0].device());
-    ops::copy_(view_of(grad), g[0]);
+    nograd::copy_(view_of(grad), g[0]);
     return {grad};
   });
   return out;
@@ -36,69 +36,69 @@ Tensor picking_view(const char* name, const Tensor& t, ViewFn view_of) {
 
 }  // namespace
 
-Tensor view(const Tensor& t, const Shape& shape) { return reshaping_view("ViewBackward", t, ops::view(t, shape)); }
+Tensor view(const Tensor& t, const Shape& shape) { return reshaping_view("ViewBackward", t, nograd::view(t, shape)); }
 Tensor reshape(const Tensor& t, const Shape& shape) {
-  return reshaping_view("ReshapeBackward", t, ops::reshape(t, shape));
+  return reshaping_view("ReshapeBackward", t, nograd::reshape(t, shape));
 }
-Tensor squeeze(const Tensor& t, int64_t dim) { return reshaping_view("SqueezeBackward", t, ops::squeeze(t, dim)); }
+Tensor squeeze(const Tensor& t, int64_t dim) { return reshaping_view("SqueezeBackward", t, nograd::squeeze(t, dim)); }
 Tensor unsqueeze(const Tensor& t, int64_t dim) {
-  return reshaping_view("UnsqueezeBackward", t, ops::unsqueeze(t, dim));
+  return reshaping_view("UnsqueezeBackward", t, nograd::unsqueeze(t, dim));
 }
 Tensor flatten(const Tensor& t, int64_t start_dim, int64_t end_dim) {
-  return reshaping_view("FlattenBackward", t, ops::flatten(t, start_dim, end_dim));
+  return reshaping_view("FlattenBackward", t, nograd::flatten(t, start_dim, end_dim));
 }
 
 Tensor transpose(const Tensor& t, int64_t dim0, int64_t dim1) {
-  Tensor out = ops::transpose(t, dim0, dim1);
+  Tensor out = nograd::transpose(t, dim0, dim1);
   record("TransposeBackward", {t}, {out},
-         [dim0, dim1](const Grads& g) -> Grads { return {ops::transpose(g[0], dim0, dim1)}; });
+         [dim0, dim1](const Grads& g) -> Grads { return {nograd::transpose(g[0], dim0, dim1)}; });
   return out;
 }
 
 Tensor permute(const Tensor& t, const std::vector<int64_t>& dims) {
-  Tensor out = ops::permute(t, dims);
+  Tensor out = nograd::permute(t, dims);
   std::vector<int64_t> inverse(dims.size());
   for (size_t i = 0; i < dims.size(); ++i) inverse[normalize_dim("permute", dims[i], t.dim())] = static_cast<int64_t>(i);
-  record("PermuteBackward", {t}, {out}, [inverse](const Grads& g) -> Grads { return {ops::permute(g[0], inverse)}; });
+  record("PermuteBackward", {t}, {out}, [inverse](const Grads& g) -> Grads { return {nograd::permute(g[0], inverse)}; });
   return out;
 }
 
 Tensor narrow(const Tensor& t, int64_t dim, int64_t start, int64_t length) {
   return picking_view("NarrowBackward", t,
-                      [=](const Tensor& x) { return ops::narrow(x, dim, start, length); });
+                      [=](const Tensor& x) { return nograd::narrow(x, dim, start, length); });
 }
 
 Tensor slice(const Tensor& t, int64_t dim, int64_t start, int64_t end, int64_t step) {
   return picking_view("SliceBackward", t,
-                      [=](const Tensor& x) { return ops::slice(x, dim, start, end, step); });
+                      [=](const Tensor& x) { return nograd::slice(x, dim, start, end, step); });
 }
 
 Tensor select(const Tensor& t, int64_t dim, int64_t index) {
-  return picking_view("SelectBackward", t, [=](const Tensor& x) { return ops::select(x, dim, index); });
+  return picking_view("SelectBackward", t, [=](const Tensor& x) { return nograd::select(x, dim, index); });
 }
 
 Tensor expand(const Tensor& t, const Shape& shape) {
-  Tensor out = ops::expand(t, shape);
+  Tensor out = nograd::expand(t, shape);
   record("ExpandBackward", {t}, {out},
-         [in = t.shape()](const Grads& g) -> Grads { return {ops::sum_to_shape(g[0], in)}; });
+         [in = t.shape()](const Grads& g) -> Grads { return {nograd::sum_to_shape(g[0], in)}; });
   return out;
 }
 
 std::vector<Tensor> split(const Tensor& t, const std::vector<int64_t>& sizes, int64_t dim) {
-  std::vector<Tensor> pieces = ops::split(t, sizes, dim);
-  record("SplitBackward", {t}, pieces, [dim](const Grads& g) -> Grads { return {ops::cat(g, dim)}; });
+  std::vector<Tensor> pieces = nograd::split(t, sizes, dim);
+  record("SplitBackward", {t}, pieces, [dim](const Grads& g) -> Grads { return {nograd::cat(g, dim)}; });
   return pieces;
 }
 
 std::vector<Tensor> split(const Tensor& t, int64_t split_size, int64_t dim) {
   std::vector<int64_t> sizes;
-  for (const Tensor& piece : ops::split(t, split_size, dim)) sizes.push_back(piece.size(dim));
+  for (const Tensor& piece : nograd::split(t, split_size, dim)) sizes.push_back(piece.size(dim));
   return split(t, sizes, dim);
 }
 
 Tensor contiguous(const Tensor& t) {
   if (t.is_contiguous()) return t;
-  Tensor out = ops::contiguous(t);
+  Tensor out = nograd::contiguous(t);
   record("ContiguousBackward", {t}, {out}, [](const Grads& g) -> Grads { return {g[0]}; });
   return out;
 }

@@ -11,7 +11,7 @@
 
 #include "runtime/bench/bench_check.h"
 #include "tensor/creation.h"
-#include "tensor/ops/views.h"
+#include "tensor/nograd/views.h"
 
 namespace accel::bench {
 
@@ -26,10 +26,10 @@ BenchCall make_call(CollectiveKind kind, const MessageShape& shape, const Tensor
       if (in_place) call.in = out_buf;
       break;
     case CollectiveKind::all_gather:
-      if (in_place) call.in = ops::narrow(out_buf, 0, rank * shape.part, shape.part);
+      if (in_place) call.in = nograd::narrow(out_buf, 0, rank * shape.part, shape.part);
       break;
     case CollectiveKind::reduce_scatter:
-      if (in_place) call.out = ops::narrow(in_buf, 0, rank * shape.part, shape.part);
+      if (in_place) call.out = nograd::narrow(in_buf, 0, rank * shape.part, shape.part);
       break;
     case CollectiveKind::broadcast: call.in = out_buf; break;
   }

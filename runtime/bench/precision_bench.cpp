@@ -24,10 +24,10 @@
 #include "runtime/bench/published_peaks.h"
 #include "tensor/creation.h"
 #include "tensor/error.h"
-#include "tensor/ops/copy.h"
-#include "tensor/ops/elementwise.h"
-#include "tensor/ops/matmul.h"
-#include "tensor/ops/optim_ops.h"
+#include "tensor/nograd/copy.h"
+#include "tensor/nograd/elementwise.h"
+#include "tensor/nograd/matmul.h"
+#include "tensor/nograd/optim_ops.h"
 #if ACCEL_WITH_CUDA
 #include "tensor/cuda/device.h"
 #include "tensor/cuda/stream.h"
@@ -182,7 +182,7 @@ class Runner {
         Tensor a, b;
         measure(
             row, device, flops, [&] { a = randn({n, n}, gen, dtype, device), b = randn({n, n}, gen, dtype, device); },
-            [&] { (void)ops::matmul(a, b); });
+            [&] { (void)nograd::matmul(a, b); });
       }
     }
   }
@@ -222,9 +222,9 @@ class Runner {
         if (!a.defined()) a = randn({n}, gen, dtype, device), b = randn({n}, gen, dtype, device);
       };
       measure(bandwidth_row(device, ref, memcpy_gbs, "elementwise", "add", dtype), device, bytes, make,
-              [&] { (void)ops::add(a, b); });
+              [&] { (void)nograd::add(a, b); });
       measure(bandwidth_row(device, ref, memcpy_gbs, "elementwise", "mul", dtype), device, bytes, make,
-              [&] { (void)ops::mul(a, b); });
+              [&] { (void)nograd::mul(a, b); });
     }
     for (DType dtype : {DType::f32, DType::f16, DType::bf16}) {
       // The loss scaler's pass over the grads: read, check, scale, write. inv_scale 1 keeps the values
@@ -232,18 +232,18 @@ class Runner {
       Tensor grad;
       measure(bandwidth_row(device, ref, memcpy_gbs, "unscale", "unscale_and_check_", dtype), device,
               2.0 * static_cast<double>(dtype_size(dtype)) * count,
-              [&] { grad = randn({n}, gen, dtype, device); }, [&] { (void)ops::unscale_and_check_({grad}, 1.0); });
+              [&] { grad = randn({n}, gen, dtype, device); }, [&] { (void)nograd::unscale_and_check_({grad}, 1.0); });
     }
     for (DType to : {DType::f16, DType::bf16}) {
       const double bytes = count * static_cast<double>(4 + dtype_size(to));
       Tensor f32, half;
       const auto make = [&] {
-        if (!f32.defined()) f32 = randn({n}, gen, DType::f32, device), half = ops::to_dtype(f32, to);
+        if (!f32.defined()) f32 = randn({n}, gen, DType::f32, device), half = nograd::to_dtype(f32, to);
       };
       measure(bandwidth_row(device, ref, memcpy_gbs, "cast", fmt::format("f32->{}", dtype_name(to)), DType::f32),
-              device, bytes, make, [&] { (void)ops::to_dtype(f32, to); });
+              device, bytes, make, [&] { (void)nograd::to_dtype(f32, to); });
       measure(bandwidth_row(device, ref, memcpy_gbs, "cast", fmt::format("{}->f32", dtype_name(to)), to), device,
-              bytes, make, [&] { (void)ops::to_dtype(half, DType::f32); });
+              bytes, make, [&] { (void)nograd::to_dtype(half, DType::f32); });
     }
   }
 
@@ -305,8 +305,8 @@ class Runner {
     auto optimizer = std::make_shared<optim::AdamW>(model->parameters(), optim::AdamWOptions{.lr = 1e-3});
     auto [net, opt] = accelerator.prepare(model, optimizer);
     const Tensor x = randn({o_.mlp_batch, w.front()}, gen, DType::f32, device);
-    const Tensor y = ops::to_dtype(ops::mul(rand({o_.mlp_batch}, gen), static_cast<double>(w.back())), DType::i64);
-    const Tensor target = ops::to_device(y, device);
+    const Tensor y = nograd::to_dtype(nograd::mul(rand({o_.mlp_batch}, gen), static_cast<double>(w.back())), DType::i64);
+    const Tensor target = nograd::to_device(y, device);
     return median_seconds(device, o_.warmup, o_.iters, [&] {
       opt->zero_grad();
       Tensor loss;

@@ -1,5 +1,5 @@
 // The measurements behind `accel bench precision`, per device: GEMM rate per dtype through
-// ops::matmul, elementwise and cast bandwidth, the loss scaler's unscale-and-check pass, and one
+// nograd::matmul, elementwise and cast bandwidth, the loss scaler's unscale-and-check pass, and one
 // training step of an MLP through the Accelerator in f32, fp16 and bf16. Each figure comes with its
 // device's reference: measured in the same run on the CPU (raw Eigen f32 GEMM, memcpy), published
 // for known GPUs (runtime/bench/published_peaks.h).

@@ -6,7 +6,7 @@
 #include <limits>
 
 #include "collective/mpi_environment.h"
-#include "tensor/ops/views.h"
+#include "tensor/nograd/views.h"
 
 namespace accel::bench {
 
@@ -80,7 +80,7 @@ void RawMpiBackend::run(const BenchCall& c) {
 }
 
 Tensor RawMpiBackend::result(const BenchCall& c) const {
-  if (c.kind == CollectiveKind::reduce_scatter && c.in_place) return ops::narrow(c.in, 0, 0, c.out.numel());
+  if (c.kind == CollectiveKind::reduce_scatter && c.in_place) return nograd::narrow(c.in, 0, 0, c.out.numel());
   return c.out;
 }
 

@@ -36,7 +36,7 @@ void row_stats(const T* row, int64_t classes, C& row_max, C& sum_exp) {
 }  // namespace
 
 void cross_entropy(const Tensor& loss, const Tensor& logits, const Tensor& target, int64_t ignore_index,
-                   ops::Reduction reduction) {
+                   nograd::Reduction reduction) {
   const int64_t rows = logits.shape()[0], classes = logits.shape()[1];
   dispatch_index(target.dtype(), "cross_entropy", [&]<class I>() {
     const I* tgt = static_cast<const I*>(target.data_ptr());
@@ -45,8 +45,8 @@ void cross_entropy(const Tensor& loss, const Tensor& logits, const Tensor& targe
       using C = compute_t<T>;  // also the loss dtype's storage type
       const T* x = static_cast<const T*>(logits.data_ptr());
       C* out = static_cast<C*>(loss.data_ptr());
-      std::vector<C> row_losses(reduction == ops::Reduction::none ? 0 : static_cast<size_t>(rows));
-      C* per_row = reduction == ops::Reduction::none ? out : row_losses.data();
+      std::vector<C> row_losses(reduction == nograd::Reduction::none ? 0 : static_cast<size_t>(rows));
+      C* per_row = reduction == nograd::Reduction::none ? out : row_losses.data();
 #pragma omp parallel for if (rows * classes > kParallelGrain && rows > 1)
       for (int64_t n = 0; n < rows; ++n) {
         const int64_t t = static_cast<int64_t>(tgt[n]);
@@ -59,18 +59,18 @@ void cross_entropy(const Tensor& loss, const Tensor& logits, const Tensor& targe
         row_stats(row, classes, row_max, sum_exp);
         per_row[n] = cross_entropy_row_loss(load(row[t]), row_max, sum_exp);
       }
-      if (reduction == ops::Reduction::none) return;
+      if (reduction == nograd::Reduction::none) return;
       double total = 0;
       for (int64_t n = 0; n < rows; ++n) total += static_cast<double>(row_losses[n]);
       // All rows ignored: the mean of nothing is 0, so a batch of padding adds no NaN.
-      if (reduction == ops::Reduction::mean) total = counted > 0 ? total / static_cast<double>(counted) : 0.0;
+      if (reduction == nograd::Reduction::mean) total = counted > 0 ? total / static_cast<double>(counted) : 0.0;
       out[0] = static_cast<C>(total);
     });
   });
 }
 
 void cross_entropy_backward(const Tensor& grad_logits, const Tensor& grad_loss, const Tensor& logits,
-                            const Tensor& target, int64_t ignore_index, ops::Reduction reduction) {
+                            const Tensor& target, int64_t ignore_index, nograd::Reduction reduction) {
   const int64_t rows = logits.shape()[0], classes = logits.shape()[1];
   dispatch_index(target.dtype(), "cross_entropy_backward", [&]<class I>() {
     const I* tgt = static_cast<const I*>(target.data_ptr());
@@ -80,8 +80,8 @@ void cross_entropy_backward(const Tensor& grad_logits, const Tensor& grad_loss, 
       const T* x = static_cast<const T*>(logits.data_ptr());
       const C* g = static_cast<const C*>(grad_loss.data_ptr());
       T* dx = static_cast<T*>(grad_logits.data_ptr());
-      const bool per_row = reduction == ops::Reduction::none;
-      const C divisor = reduction == ops::Reduction::mean ? static_cast<C>(std::max<int64_t>(counted, 1)) : C(1);
+      const bool per_row = reduction == nograd::Reduction::none;
+      const C divisor = reduction == nograd::Reduction::mean ? static_cast<C>(std::max<int64_t>(counted, 1)) : C(1);
 #pragma omp parallel for if (rows * classes > kParallelGrain && rows > 1)
       for (int64_t n = 0; n < rows; ++n) {
         const int64_t t = static_cast<int64_t>(tgt[n]);

@@ -1,7 +1,7 @@
 // CPU cross-entropy fused with log-softmax over the rows of [N, C] logits, and its backward pass.
 #pragma once
 
-#include "tensor/ops/nn_ops.h"
+#include "tensor/nograd/nn_ops.h"
 #include "tensor/tensor.h"
 
 namespace accel::cpu {
@@ -10,9 +10,9 @@ namespace accel::cpu {
 // loss dtype (f64 for f64 logits, else f32). Throws accel::Error naming the first target outside
 // [0, C) that is not ignore_index.
 void cross_entropy(const Tensor& loss, const Tensor& logits, const Tensor& target, int64_t ignore_index,
-                   ops::Reduction reduction);
+                   nograd::Reduction reduction);
 // grad_logits contiguous [N, C] of the logits dtype; grad_loss contiguous, of the loss's shape and dtype.
 void cross_entropy_backward(const Tensor& grad_logits, const Tensor& grad_loss, const Tensor& logits,
-                            const Tensor& target, int64_t ignore_index, ops::Reduction reduction);
+                            const Tensor& target, int64_t ignore_index, nograd::Reduction reduction);
 
 }  // namespace accel::cpu

@@ -4,12 +4,13 @@
 
 #include "tensor/cpu/loop.h"
 #include "tensor/cpu/map.h"
+#include "tensor/nograd/optim_ops.h"
 #include "tensor/optim_math.h"
 
 namespace accel::cpu {
 
 void sgd_step_(const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
-               const std::vector<Tensor>& momentum_buffers, const ops::SgdConfig& config, bool first_step) {
+               const std::vector<Tensor>& momentum_buffers, const nograd::SgdConfig& config, bool first_step) {
   const SgdCoeffs<double> coeffs = sgd_coeffs(config.lr, config.momentum, config.dampening, config.weight_decay,
                                               config.nesterov, first_step);
   for (size_t t = 0; t < params.size(); ++t) {
@@ -31,7 +32,7 @@ void sgd_step_(const std::vector<Tensor>& params, const std::vector<Tensor>& gra
 
 void adamw_step_(const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
                  const std::vector<Tensor>& exp_avgs, const std::vector<Tensor>& exp_avg_sqs,
-                 const ops::AdamWConfig& config, int64_t step) {
+                 const nograd::AdamWConfig& config, int64_t step) {
   const AdamWCoeffs<double> coeffs =
       adamw_coeffs(config.lr, config.beta1, config.beta2, config.eps, config.weight_decay, step);
   for (size_t t = 0; t < params.size(); ++t) {

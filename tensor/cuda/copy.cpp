@@ -13,7 +13,7 @@
 #include "tensor/cuda/launch.h"
 #include "tensor/cuda/pinned.h"
 #include "tensor/cuda/stream.h"
-#include "tensor/ops/views.h"
+#include "tensor/nograd/views.h"
 
 namespace accel::cuda {
 
@@ -39,7 +39,7 @@ void copy_on_device(const Tensor& dst, const Tensor& src) {
 }
 
 void copy_host_to_device(const Tensor& dst, const Tensor& src) {
-  const Tensor host = ops::contiguous(src);
+  const Tensor host = nograd::contiguous(src);
   if (same_layout(dst, host)) {
     upload(dst.data_ptr(), host.data_ptr(), host.nbytes(), dst.device());
     return;
@@ -50,7 +50,7 @@ void copy_host_to_device(const Tensor& dst, const Tensor& src) {
 }
 
 void copy_device_to_host(const Tensor& dst, const Tensor& src) {
-  const Tensor device_src = ops::contiguous(src);
+  const Tensor device_src = nograd::contiguous(src);
   if (same_layout(dst, device_src)) {
     download(dst.data_ptr(), device_src.data_ptr(), device_src.nbytes(), src.device());
     return;
@@ -63,7 +63,7 @@ void copy_device_to_host(const Tensor& dst, const Tensor& src) {
 // Rare (one process per GPU is the rule), so kept simple: both streams are synchronised around a
 // peer copy, which leaves no cross-stream hazard for the caching allocators of either device.
 void copy_between_devices(const Tensor& dst, const Tensor& src) {
-  const Tensor device_src = ops::contiguous(src);
+  const Tensor device_src = nograd::contiguous(src);
   const Tensor staged = empty(device_src.shape(), device_src.dtype(), dst.device());
   {
     const DeviceGuard guard(src.device());

@@ -28,12 +28,12 @@ int64_t counted_rows(const char* op, const Tensor& logits, const Tensor& target,
 }  // namespace
 
 void cross_entropy(const Tensor& loss, const Tensor& logits, const Tensor& target, int64_t ignore_index,
-                   ops::Reduction reduction) {
+                   nograd::Reduction reduction) {
   const int64_t rows = logits.shape()[0], classes = logits.shape()[1];
   const int64_t counted = counted_rows("cross_entropy", logits, target, ignore_index);
   const DeviceGuard guard(logits.device());
   const cudaStream_t stream = compute_stream(logits.device());
-  if (reduction == ops::Reduction::none) {
+  if (reduction == nograd::Reduction::none) {
     kernels::launch_cross_entropy(logits.dtype(), target.dtype(), loss.data_ptr(), nullptr, logits.data_ptr(),
                                   target.data_ptr(), rows, classes, ignore_index, 1, stream);
     return;
@@ -41,17 +41,17 @@ void cross_entropy(const Tensor& loss, const Tensor& logits, const Tensor& targe
   const Scratch per_row(static_cast<size_t>(rows) * dtype_size(loss.dtype()), logits.device());
   kernels::launch_cross_entropy(logits.dtype(), target.dtype(), per_row.get(), loss.data_ptr(), logits.data_ptr(),
                                 target.data_ptr(), rows, classes, ignore_index,
-                                reduction == ops::Reduction::mean ? counted : 1, stream);
+                                reduction == nograd::Reduction::mean ? counted : 1, stream);
 }
 
 void cross_entropy_backward(const Tensor& grad_logits, const Tensor& grad_loss, const Tensor& logits,
-                            const Tensor& target, int64_t ignore_index, ops::Reduction reduction) {
+                            const Tensor& target, int64_t ignore_index, nograd::Reduction reduction) {
   const int64_t rows = logits.shape()[0], classes = logits.shape()[1];
   const int64_t counted = counted_rows("cross_entropy_backward", logits, target, ignore_index);
-  const int64_t divisor = reduction == ops::Reduction::mean ? std::max<int64_t>(counted, 1) : 1;
+  const int64_t divisor = reduction == nograd::Reduction::mean ? std::max<int64_t>(counted, 1) : 1;
   const DeviceGuard guard(logits.device());
   kernels::launch_cross_entropy_backward(logits.dtype(), target.dtype(), grad_logits.data_ptr(), grad_loss.data_ptr(),
-                                         reduction == ops::Reduction::none, logits.data_ptr(), target.data_ptr(), rows,
+                                         reduction == nograd::Reduction::none, logits.data_ptr(), target.data_ptr(), rows,
                                          classes, ignore_index, divisor, compute_stream(logits.device()));
 }
 

@@ -3,14 +3,14 @@
 // them with the CPU's message and to count the rows a mean divides by.
 #pragma once
 
-#include "tensor/ops/nn_ops.h"
+#include "tensor/nograd/nn_ops.h"
 #include "tensor/tensor.h"
 
 namespace accel::cuda {
 
 void cross_entropy(const Tensor& loss, const Tensor& logits, const Tensor& target, int64_t ignore_index,
-                   ops::Reduction reduction);
+                   nograd::Reduction reduction);
 void cross_entropy_backward(const Tensor& grad_logits, const Tensor& grad_loss, const Tensor& logits,
-                            const Tensor& target, int64_t ignore_index, ops::Reduction reduction);
+                            const Tensor& target, int64_t ignore_index, nograd::Reduction reduction);
 
 }  // namespace accel::cuda

@@ -16,7 +16,7 @@
 #include "tensor/cuda/elementwise.h"
 #include "tensor/cuda/gemm_plan.h"
 #include "tensor/cuda/stream.h"
-#include "tensor/ops/views.h"
+#include "tensor/nograd/views.h"
 
 namespace accel::cuda {
 
@@ -114,12 +114,12 @@ void gemm(const char* op, const Tensor& out, Tensor a, Tensor b, const Tensor* b
 
   GemmOperand pa = plan_gemm_operand(m, k, a.stride(-2), a.stride(-1));
   if (pa.needs_copy) {
-    a = ops::contiguous(a);
+    a = nograd::contiguous(a);
     pa = plan_gemm_operand(m, k, a.stride(-2), a.stride(-1));
   }
   GemmOperand pb = plan_gemm_operand(k, n, b.stride(-2), b.stride(-1));
   if (pb.needs_copy) {
-    b = ops::contiguous(b);
+    b = nograd::contiguous(b);
     pb = plan_gemm_operand(k, n, b.stride(-2), b.stride(-1));
   }
 
@@ -266,7 +266,7 @@ void matmul_bias(const Tensor& out, const Tensor& a, const Tensor& b, const Tens
               bias.size(0) == out.size(-1);
   if (!shapes_ok)
     throw Error(fmt::format("matmul_bias: expected [..., M, K] x [..., K, N] + [N] -> [..., M, N], got {}", shapes));
-  const Tensor bias_c = ops::contiguous(bias);
+  const Tensor bias_c = nograd::contiguous(bias);
   gemm("matmul_bias", out, a, b, &bias_c);
 }
 

@@ -11,6 +11,7 @@
 #include "tensor/cuda/pinned.h"
 #include "tensor/cuda/scratch.h"
 #include "tensor/cuda/stream.h"
+#include "tensor/nograd/optim_ops.h"
 
 namespace accel::cuda {
 
@@ -55,7 +56,7 @@ void run_multi_tensor(const std::vector<Tensor>& targets, Make&& make, Launch&& 
 }  // namespace
 
 void sgd_step_(const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
-               const std::vector<Tensor>& momentum_buffers, const ops::SgdConfig& config, bool first_step) {
+               const std::vector<Tensor>& momentum_buffers, const nograd::SgdConfig& config, bool first_step) {
   const SgdCoeffs<double> k = sgd_coeffs(config.lr, config.momentum, config.dampening, config.weight_decay,
                                          config.nesterov, first_step);
   run_multi_tensor(
@@ -71,7 +72,7 @@ void sgd_step_(const std::vector<Tensor>& params, const std::vector<Tensor>& gra
 
 void adamw_step_(const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
                  const std::vector<Tensor>& exp_avgs, const std::vector<Tensor>& exp_avg_sqs,
-                 const ops::AdamWConfig& config, int64_t step) {
+                 const nograd::AdamWConfig& config, int64_t step) {
   const AdamWCoeffs<double> k =
       adamw_coeffs(config.lr, config.beta1, config.beta2, config.eps, config.weight_decay, step);
   run_multi_tensor(

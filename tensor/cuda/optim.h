@@ -5,16 +5,16 @@
 
 #include <vector>
 
-#include "tensor/ops/optim_ops.h"
+#include "tensor/nograd/optim_ops.h"
 #include "tensor/tensor.h"
 
 namespace accel::cuda {
 
 void sgd_step_(const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
-               const std::vector<Tensor>& momentum_buffers, const ops::SgdConfig& config, bool first_step);
+               const std::vector<Tensor>& momentum_buffers, const nograd::SgdConfig& config, bool first_step);
 void adamw_step_(const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
                  const std::vector<Tensor>& exp_avgs, const std::vector<Tensor>& exp_avg_sqs,
-                 const ops::AdamWConfig& config, int64_t step);
+                 const nograd::AdamWConfig& config, int64_t step);
 // One pass over all grads that raises a device flag on inf/NaN; the flag is read back once (a
 // synchronisation). Returns true when some element was inf or NaN.
 bool unscale_and_check_(const std::vector<Tensor>& grads, double inv_scale);

@@ -9,7 +9,8 @@
 #include <sstream>
 
 #include "../ddp/support.h"
-#include "tensor/ops/views.h"
+#include "tensor/nograd/elementwise.h"
+#include "tensor/nograd/views.h"
 
 using namespace test;
 
@@ -37,7 +38,7 @@ void forward_backward(Accelerator& accelerator, nn::Module& model, const Tensor&
 void inject(nn::Module& model, double value) {
   for (const Tensor& p : model.parameters()) {
     if (!p.grad().defined()) continue;
-    ops::fill_(ops::narrow(ops::reshape(p.grad(), {-1}), 0, 0, 1), value);
+    nograd::fill_(nograd::narrow(nograd::reshape(p.grad(), {-1}), 0, 0, 1), value);
     return;
   }
   FAIL("no parameter has a grad");

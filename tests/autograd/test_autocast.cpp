@@ -6,9 +6,10 @@
 #include <thread>
 
 #include "accel.h"
-#include "tensor/ops/copy.h"
-#include "tensor/ops/linear.h"
-#include "tensor/ops/matmul.h"
+#include "tensor/nograd/copy.h"
+#include "tensor/nograd/elementwise.h"
+#include "tensor/nograd/linear.h"
+#include "tensor/nograd/matmul.h"
 
 using namespace accel;
 
@@ -21,7 +22,7 @@ Tensor random(const Shape& shape, uint64_t seed) {
   return randn(shape, gen);
 }
 
-std::vector<double> values(const Tensor& t) { return ops::to_dtype(t, DType::f64).to_vector<double>(); }
+std::vector<double> values(const Tensor& t) { return nograd::to_dtype(t, DType::f64).to_vector<double>(); }
 
 double max_abs_diff(const Tensor& a, const Tensor& b) {
   const std::vector<double> x = values(a), y = values(b);
@@ -54,7 +55,7 @@ TEST_CASE("autocast: matmul and linear run in the compute dtype, softmax, norms,
     CHECK(mean(h, {1}).dtype() == DType::f32);
     // Mixed operands of elementwise ops promote to the wider dtype, as in PyTorch.
     CHECK((h + zeros({4, 6})).dtype() == DType::f32);
-    CHECK((ops::to_dtype(h, DType::f16) * ops::to_dtype(h, DType::bf16)).dtype() == DType::f32);
+    CHECK((nograd::to_dtype(h, DType::f16) * nograd::to_dtype(h, DType::bf16)).dtype() == DType::f32);
     CHECK((h * 2.0).dtype() == half);
   }
 }
@@ -63,11 +64,11 @@ TEST_CASE("autocast: on the CPU halves are rounded at op boundaries, so results 
   const Tensor x = random({5, 16}, 4), w = random({3, 16}, 5), b = random({3}, 6);
   AutocastGuard autocast(policy("bf16"));
   const Tensor got = linear(x, w, b);
-  auto bf16 = [](const Tensor& t) { return ops::to_dtype(t, DType::bf16); };
-  const Tensor want = ops::linear(bf16(x), bf16(w), bf16(b));
+  auto bf16 = [](const Tensor& t) { return nograd::to_dtype(t, DType::bf16); };
+  const Tensor want = nograd::linear(bf16(x), bf16(w), bf16(b));
   CHECK(values(got) == values(want));
   const Tensor m = matmul(x, transpose(w, 0, 1));
-  CHECK(values(m) == values(ops::matmul(bf16(x), bf16(transpose(w, 0, 1)))));
+  CHECK(values(m) == values(nograd::matmul(bf16(x), bf16(transpose(w, 0, 1)))));
 }
 
 TEST_CASE("autocast: grads flow through the casts and reach f32 leaves as f32, close to the f32 grads") {
@@ -79,7 +80,7 @@ TEST_CASE("autocast: grads flow through the casts and reach f32 leaves as f32, c
     const Tensor y = from_vector<int64_t>({0, 1, 2, 0, 1, 2, 0, 1, 2, 0});
     auto loss_of = [&] { return cross_entropy(linear(gelu(linear(x, w, b)), w2, Tensor()), y); };
     backward(loss_of());
-    const Tensor gw = ops::clone(w.grad()), gb = ops::clone(b.grad()), gw2 = ops::clone(w2.grad());
+    const Tensor gw = nograd::clone(w.grad()), gb = nograd::clone(b.grad()), gw2 = nograd::clone(w2.grad());
     w.set_grad(Tensor());
     b.set_grad(Tensor());
     w2.set_grad(Tensor());
@@ -134,13 +135,13 @@ TEST_CASE("WeightCopies: a registered master is used through its copy, rounded a
   CHECK(w.grad().dtype() == DType::f32);
   {
     NoGradGuard no_grad;
-    ops::mul_(w, 2.0);  // an optimizer step would do this
+    nograd::mul_(w, 2.0);  // an optimizer step would do this
   }
   copies.mark_stale();
   AutocastGuard autocast(bf16, &copies);
   const Tensor y = linear(x, w, Tensor());
   CHECK(copies.roundings() == 2);
-  CHECK(values(y) == values(ops::linear(ops::to_dtype(x, DType::bf16), ops::to_dtype(w, DType::bf16), Tensor())));
+  CHECK(values(y) == values(nograd::linear(nograd::to_dtype(x, DType::bf16), nograd::to_dtype(w, DType::bf16), Tensor())));
   // A tensor that is not registered is cast as usual; a copy of another dtype is not used.
   CHECK(copies.copy_of(x).defined() == false);
   AutocastGuard fp16(policy("fp16"), &copies);

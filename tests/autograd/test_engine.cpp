@@ -74,3 +74,45 @@ TEST_CASE("grads flow through dtype casts back in the leaf's dtype") {
   CHECK(x.grad().dtype() == DType::f32);
   CHECK(x.grad().to_vector<float>() == std::vector<float>{2, 2});
 }
+
+TEST_CASE("a grad-ready hook's handle removes it; removing twice or after the leaf is gone does nothing") {
+  Tensor w = ones({2}).requires_grad_();
+  int first = 0, second = 0;
+  HookHandle h1 = w.add_grad_ready_hook([&](Tensor&) { ++first; });
+  HookHandle h2 = w.add_grad_ready_hook([&](Tensor&) { ++second; });
+  backward(sum(w * 2.0));
+  CHECK(first == 1);
+  CHECK(second == 1);
+  CHECK(h1.active());
+  h1.remove();
+  CHECK_FALSE(h1.active());
+  backward(sum(w * 2.0));
+  CHECK(first == 1);  // removed: no longer called
+  CHECK(second == 2);
+  h1.remove();  // a second removal is harmless
+  w = Tensor();  // the leaf, and with it the hook list, is gone
+  h2.remove();
+  CHECK_FALSE(h2.active());
+}
+
+TEST_CASE("a hook that removes itself while running still lets the others run, and is not called again") {
+  Tensor w = ones({1}).requires_grad_();
+  std::vector<int> calls;
+  HookHandle self;
+  self = w.add_grad_ready_hook([&](Tensor&) {
+    calls.push_back(1);
+    self.remove();
+  });
+  w.add_grad_ready_hook([&](Tensor&) { calls.push_back(2); });
+  backward(sum(w));
+  backward(sum(w));
+  CHECK(calls == std::vector<int>{1, 2, 2});
+}
+
+TEST_CASE("backward_pass_count counts this thread's backward passes") {
+  Tensor w = ones({1}).requires_grad_();
+  const uint64_t before = backward_pass_count();
+  backward(sum(w));
+  backward(sum(w * 2.0));
+  CHECK(backward_pass_count() == before + 2);
+}

@@ -4,8 +4,8 @@
 
 #include "accel.h"
 #include "autograd/node.h"
-#include "tensor/ops/matmul.h"
-#include "tensor/ops/views.h"
+#include "tensor/nograd/matmul.h"
+#include "tensor/nograd/views.h"
 
 using namespace accel;
 
@@ -67,6 +67,6 @@ TEST_CASE("matmul backward computes grads only for inputs that require them") {
 
   // backward fills the leaf's grad: d(sum(a @ b))/da = ones @ b^T.
   backward(sum(out));
-  CHECK(a.grad().to_vector<double>() == ops::matmul(ones({3, 2}, DType::f64), ops::transpose(b, 0, 1)).to_vector<double>());
+  CHECK(a.grad().to_vector<double>() == nograd::matmul(ones({3, 2}, DType::f64), nograd::transpose(b, 0, 1)).to_vector<double>());
   CHECK_FALSE(b.grad().defined());
 }

@@ -3,7 +3,9 @@
 
 #include "accel.h"
 #include "autograd/node.h"
-#include "tensor/ops/copy.h"
+#include "tensor/nograd/copy.h"
+#include "tensor/nograd/elementwise.h"
+#include "tensor/nograd/nn_ops.h"
 
 using namespace accel;
 
@@ -11,7 +13,7 @@ namespace {
 
 Tensor input(const Shape& shape, uint64_t seed, double scale = 1.0) {
   Generator gen(seed);
-  Tensor t = ops::mul(randn(shape, gen, DType::f64), scale);
+  Tensor t = nograd::mul(randn(shape, gen, DType::f64), scale);
   return t.requires_grad_();
 }
 
@@ -84,7 +86,7 @@ TEST_CASE("gradcheck: dropout with a fixed generator state") {
   const GeneratorState state = gen.state();
   backward(sum(dropout(x, 0.25, gen)));
   gen.set_state(state);
-  const ops::DropoutResult r = ops::dropout(x, 0.25, gen);
+  const nograd::DropoutResult r = nograd::dropout(x, 0.25, gen);
   const auto mask = r.keep_mask.to_vector<bool>();
   const auto grad = x.grad().to_vector<double>();
   int wrong = 0;
@@ -106,7 +108,7 @@ TEST_CASE("nn ops record nodes only when grad is needed, and p = 0 dropout is th
     NoGradGuard no_grad;
     CHECK_FALSE(softmax(x, 1).requires_grad());
   }
-  const Tensor plain = ops::clone(x);  // no grad
+  const Tensor plain = nograd::clone(x);  // no grad
   CHECK_FALSE(plain.requires_grad());
   CHECK_FALSE(cross_entropy(plain, from_vector<int64_t>({0, 2})).requires_grad());
 }

@@ -2,7 +2,7 @@
 // of place; each slot must hold exactly the values its rank computed.
 #include "support.h"
 
-#include "tensor/ops/views.h"
+#include "tensor/nograd/views.h"
 
 using namespace test;
 
@@ -52,7 +52,7 @@ TEST_CASE("all_gather: slot r holds rank r's part, for every dtype and size, bot
           // In place: this rank's part already sits in its slot of out.
           const Tensor out = empty({ranks * n}, dtype);
           poison<T>(out, gathered);
-          const Tensor slot = ops::narrow(out, 0, rank * n, n);
+          const Tensor slot = nograd::narrow(out, 0, rank * n, n);
           T* p = slot.data<T>();
           for (int64_t i = 0; i < n; ++i) p[i] = parts[rank](i);
           comm->all_gather(slot, out);

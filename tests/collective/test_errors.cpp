@@ -3,7 +3,7 @@
 #include "support.h"
 
 #include "accel_config.h"
-#include "tensor/ops/views.h"
+#include "tensor/nograd/views.h"
 
 #if ACCEL_WITH_CUDA
 #include "tensor/cuda/device.h"
@@ -38,10 +38,10 @@ TEST_CASE("argument errors name the op and the values") {
                          "reduce_scatter: avg is not defined for bool (max is logical or, min is logical and)", Error);
     CHECK_THROWS_WITH_AS(comm->all_reduce(Tensor()), "all_reduce: in is undefined", Error);
     const Tensor wide = zeros({8});
-    CHECK_THROWS_WITH_AS(comm->all_reduce(ops::narrow(wide, 0, 0, 4), ops::narrow(wide, 0, 2, 4)),
+    CHECK_THROWS_WITH_AS(comm->all_reduce(nograd::narrow(wide, 0, 0, 4), nograd::narrow(wide, 0, 2, 4)),
                          "all_reduce: in and out overlap but are not the same memory", Error);
-    CHECK_THROWS_WITH_AS(comm->all_reduce(ops::transpose(zeros({2, 3}), 0, 1)),
-                         "all_reduce: in is not contiguous (shape [3, 2], strides [1, 3]); pass ops::contiguous(in)",
+    CHECK_THROWS_WITH_AS(comm->all_reduce(nograd::transpose(zeros({2, 3}), 0, 1)),
+                         "all_reduce: in is not contiguous (shape [3, 2], strides [1, 3]); pass nograd::contiguous(in)",
                          Error);
 
     CHECK(error_of([&] { comm->all_gather(zeros({2}), zeros({2 * n + 1})); }) == fmt::format("all_gather: out has shape [{}], expected [{}] or [{}, 2] for {} ranks of in [2]",
@@ -50,7 +50,7 @@ TEST_CASE("argument errors name the op and the values") {
     CHECK_THROWS_WITH_AS(comm->all_gather(zeros({2}), zeros({2 * n}, DType::f64)),
                          "all_gather: out is f64 but in is f32; expected the same dtype", Error);
     const Tensor gathered = zeros({2 * n + 2});
-    CHECK(error_of([&] { comm->all_gather(ops::narrow(gathered, 0, 2 * rank + 1, 2), ops::narrow(gathered, 0, 0, 2 * n)); }) == fmt::format("all_gather: in overlaps out but is not out's slot for rank {}", rank));
+    CHECK(error_of([&] { comm->all_gather(nograd::narrow(gathered, 0, 2 * rank + 1, 2), nograd::narrow(gathered, 0, 0, 2 * n)); }) == fmt::format("all_gather: in overlaps out but is not out's slot for rank {}", rank));
 
     CHECK(error_of([&] { comm->reduce_scatter(zeros({2 * n + 1}), zeros({2})); }) == fmt::format("reduce_scatter: in has shape [{}], expected [{}] or [{}, 2] for {} ranks of out [2]",
                                      2 * n + 1, 2 * n, n, n));

@@ -4,7 +4,7 @@
 
 #include <cstring>
 
-#include "tensor/ops/views.h"
+#include "tensor/nograd/views.h"
 
 using namespace test;
 
@@ -56,7 +56,7 @@ TEST_CASE("reduce_scatter: every dtype, op and size equals the reference, in pla
         const Tensor in = filled<T>({ranks, n}, mine);  // the stacked form [ranks, n]
         const Tensor out = empty({n}, dtype);
         const Tensor whole = empty({ranks * n}, dtype);  // the concatenated form [ranks * n]
-        const Tensor slot = ops::narrow(whole, 0, rank * n, n);
+        const Tensor slot = nograd::narrow(whole, 0, rank * n, n);
         for (ReduceOp op : kAllReduceOps) {
           if (dtype == DType::boolean && op == ReduceOp::avg) continue;
           // This rank receives slot `rank` of the reduction of everyone's in.

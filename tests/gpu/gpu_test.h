@@ -11,7 +11,8 @@
 
 #include "accel.h"
 #include "tensor/cuda/device.h"
-#include "tensor/ops/copy.h"
+#include "tensor/nograd/copy.h"
+#include "tensor/nograd/elementwise.h"
 
 namespace accel::gpu_test {
 
@@ -43,14 +44,14 @@ inline double rtol(DType dtype) {
 inline Tensor random(const Shape& shape, DType dtype, Device device, uint64_t seed) {
   Generator gen(seed);
   Tensor x = randn(shape, gen, DType::f64);
-  if (!is_floating(dtype)) x = ops::mul(x, 10.0);
-  return ops::to_device(ops::to_dtype(x, dtype), device);
+  if (!is_floating(dtype)) x = nograd::mul(x, 10.0);
+  return nograd::to_device(nograd::to_dtype(x, dtype), device);
 }
 
 // Values in [low, high) (f64 drawn, then cast), on device.
 inline Tensor random_uniform(const Shape& shape, double low, double high, DType dtype, Device device, uint64_t seed) {
   Generator gen(seed);
-  return ops::to_device(ops::to_dtype(uniform(shape, low, high, gen, DType::f64), dtype), device);
+  return nograd::to_device(nograd::to_dtype(uniform(shape, low, high, gen, DType::f64), dtype), device);
 }
 
 // Checks that got (any device) matches want (CPU): same shape and dtype, each element within
@@ -60,8 +61,8 @@ inline void check_close(const Tensor& got, const Tensor& want, double rel, doubl
   INFO(what);
   REQUIRE(got.shape() == want.shape());
   REQUIRE(got.dtype() == want.dtype());
-  const std::vector<double> g = ops::to_dtype(ops::to_device(got, Device::cpu()), DType::f64).to_vector<double>();
-  const std::vector<double> w = ops::to_dtype(want, DType::f64).to_vector<double>();
+  const std::vector<double> g = nograd::to_dtype(nograd::to_device(got, Device::cpu()), DType::f64).to_vector<double>();
+  const std::vector<double> w = nograd::to_dtype(want, DType::f64).to_vector<double>();
   int64_t bad = 0, first_bad = -1;
   for (size_t i = 0; i < g.size(); ++i) {
     const bool ok = (std::isnan(g[i]) && std::isnan(w[i])) || g[i] == w[i] ||

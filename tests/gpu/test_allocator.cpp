@@ -4,10 +4,11 @@
 #include "tensor/cuda/event.h"
 #include "tensor/cuda/matmul.h"
 #include "tensor/cuda/stream.h"
+#include "tensor/nograd/copy.h"
+#include "tensor/nograd/elementwise.h"
+#include "tensor/nograd/reduce.h"
+#include "tensor/nograd/views.h"
 #include "tests/gpu/gpu_test.h"
-#include "tensor/ops/elementwise.h"
-#include "tensor/ops/reduce.h"
-#include "tensor/ops/views.h"
 
 using namespace accel;
 using namespace accel::gpu_test;
@@ -18,9 +19,9 @@ namespace {
 double step(const Tensor& x, const Tensor& w) {
   Tensor h = empty({x.size(0), w.size(1)}, x.dtype(), kGpu);
   cuda::matmul(h, x, w);
-  h = ops::gelu(ops::add(h, 1.0));
-  const Tensor big = ops::mul(ops::to_dtype(ops::expand(ops::sum(h, {0}, true), {4096, w.size(1)}), DType::f32), 0.5);
-  return ops::mean(ops::add(big, ops::to_dtype(ops::max(h), DType::f32))).item();
+  h = nograd::gelu(nograd::add(h, 1.0));
+  const Tensor big = nograd::mul(nograd::to_dtype(nograd::expand(nograd::sum(h, {0}, true), {4096, w.size(1)}), DType::f32), 0.5);
+  return nograd::mean(nograd::add(big, nograd::to_dtype(nograd::max(h), DType::f32))).item();
 }
 
 }  // namespace
@@ -105,7 +106,7 @@ TEST_CASE("allocator: a block used on the communication stream is not reused unt
   CHECK(q != p);  // p waits for the communication stream, which waits for the product
   cuda::device_free(q, kGpu);
   cuda::synchronize(kGpu);
-  CHECK(ops::select(ops::select(c, 0, 0), 0, 0).item() == 4096.0);
+  CHECK(nograd::select(nograd::select(c, 0, 0), 0, 0).item() == 4096.0);
 }
 
 TEST_CASE("allocator: running out of memory is an Error with the sizes, and the device stays usable") {
@@ -115,5 +116,5 @@ TEST_CASE("allocator: running out of memory is an Error with the sizes, and the 
                               "of {} bytes",
                               too_much, too_much),
                   0) == 0);
-  CHECK(ops::sum(ones({10}, DType::f32, kGpu)).item() == 10.0);
+  CHECK(nograd::sum(ones({10}, DType::f32, kGpu)).item() == 10.0);
 }

@@ -2,8 +2,9 @@
 // larger than one staging chunk, and the values item() and to_vector() read back.
 #include <sstream>
 
-#include "tensor/ops/elementwise.h"
-#include "tensor/ops/views.h"
+#include "tensor/nograd/copy.h"
+#include "tensor/nograd/elementwise.h"
+#include "tensor/nograd/views.h"
 #include "tests/gpu/gpu_test.h"
 
 using namespace accel;
@@ -23,10 +24,10 @@ Tensor exact_values(int64_t n) {
 TEST_CASE("copy: host to device to host round trip in every dtype") {
   for (DType dtype : kAllDTypes) {
     for (int64_t n : {1, 7, 1000003}) {
-      const Tensor host = ops::to_dtype(random({n}, DType::f64, Device::cpu(), 1), dtype);
-      const Tensor dev = ops::to_device(host, kGpu);
+      const Tensor host = nograd::to_dtype(random({n}, DType::f64, Device::cpu(), 1), dtype);
+      const Tensor dev = nograd::to_device(host, kGpu);
       CHECK(dev.device() == kGpu);
-      const Tensor back = ops::to_device(dev, Device::cpu());
+      const Tensor back = nograd::to_device(dev, Device::cpu());
       check_close(back, host, 0.0, 0.0, fmt::format("{} n={}", dtype_name(dtype), n));
     }
   }
@@ -40,14 +41,14 @@ TEST_CASE("copy: device casts match the CPU's for every dtype pair") {
                                                INFINITY, -INFINITY, NAN, 0.5, 1.5, 2.5, 1.0 + 1.0 / 2048.0});
   for (const Tensor& values : {base, normal, specials}) {
     for (DType from : kAllDTypes) {
-      const Tensor src_cpu = ops::to_dtype(values, from);
-      const Tensor src_gpu = ops::to_device(src_cpu, kGpu);
+      const Tensor src_cpu = nograd::to_dtype(values, from);
+      const Tensor src_gpu = nograd::to_device(src_cpu, kGpu);
       for (DType to : kAllDTypes) {
         // A float to integer cast of inf, NaN or a huge value is undefined in C++: keep specials to
         // floating and bool dtypes.
         if (values.is_same(specials) && (!is_floating(from) || (!is_floating(to) && to != DType::boolean))) continue;
-        const Tensor want = ops::to_dtype(src_cpu, to);
-        const Tensor got = ops::to_dtype(src_gpu, to);
+        const Tensor want = nograd::to_dtype(src_cpu, to);
+        const Tensor got = nograd::to_dtype(src_gpu, to);
         CHECK(got.device() == kGpu);
         check_close(got, want, 0.0, 0.0, fmt::format("{} -> {}, n={}", dtype_name(from), dtype_name(to), values.numel()));
       }
@@ -59,62 +60,62 @@ TEST_CASE("copy: f64 to f16 and bf16 on the device rounds once, like the CPU") {
   // Doubles just above a 16-bit tie: rounding through f32 first would land on the tie and round to even.
   const double h = 1.0 + std::ldexp(1.0, -11) + std::ldexp(1.0, -40);
   const double b = 1.0 + std::ldexp(1.0, -8) + std::ldexp(1.0, -40);
-  const Tensor src = ops::to_device(from_vector<double>({h, b}), kGpu);
-  CHECK(ops::to_dtype(src, DType::f16).to_vector<Half>()[0].bits == 0x3c01);
-  CHECK(ops::to_dtype(src, DType::bf16).to_vector<BFloat16>()[1].bits == 0x3f81);
+  const Tensor src = nograd::to_device(from_vector<double>({h, b}), kGpu);
+  CHECK(nograd::to_dtype(src, DType::f16).to_vector<Half>()[0].bits == 0x3c01);
+  CHECK(nograd::to_dtype(src, DType::bf16).to_vector<BFloat16>()[1].bits == 0x3f81);
 }
 
 TEST_CASE("copy: broadcasting and strided views in every direction") {
   const Tensor host = random({6, 5, 4}, DType::f32, Device::cpu(), 4);
-  const Tensor dev = ops::to_device(host, kGpu);
+  const Tensor dev = nograd::to_device(host, kGpu);
   SUBCASE("device strided view to host") {
-    const Tensor view = ops::slice(ops::transpose(dev, 0, 2), 1, 1, 5, 2);  // [4, 2, 6], no unit stride
-    check_close(ops::contiguous(view), ops::contiguous(ops::slice(ops::transpose(host, 0, 2), 1, 1, 5, 2)), 0.0);
-    check_close(ops::to_device(view, Device::cpu()), ops::slice(ops::transpose(host, 0, 2), 1, 1, 5, 2), 0.0);
+    const Tensor view = nograd::slice(nograd::transpose(dev, 0, 2), 1, 1, 5, 2);  // [4, 2, 6], no unit stride
+    check_close(nograd::contiguous(view), nograd::contiguous(nograd::slice(nograd::transpose(host, 0, 2), 1, 1, 5, 2)), 0.0);
+    check_close(nograd::to_device(view, Device::cpu()), nograd::slice(nograd::transpose(host, 0, 2), 1, 1, 5, 2), 0.0);
   }
   SUBCASE("host strided view into a device strided view") {
     Tensor dst = zeros({5, 6, 4}, DType::f32, kGpu);
-    ops::copy_(ops::transpose(dst, 0, 1), host);  // writes [6, 5, 4] through a transposed view
-    check_close(ops::transpose(dst, 0, 1), host, 0.0);
+    nograd::copy_(nograd::transpose(dst, 0, 1), host);  // writes [6, 5, 4] through a transposed view
+    check_close(nograd::transpose(dst, 0, 1), host, 0.0);
   }
   SUBCASE("broadcast source on the host and on the device, with a cast") {
     const Tensor row = from_vector<float>({1, 2, 3, 4});
-    for (const Tensor& src : {row, ops::to_device(row, kGpu)}) {
+    for (const Tensor& src : {row, nograd::to_device(row, kGpu)}) {
       Tensor dst = empty({3, 4}, DType::bf16, kGpu);
-      ops::copy_(dst, src);
-      check_close(dst, ops::to_dtype(ops::expand(row, {3, 4}), DType::bf16), 0.0);
+      nograd::copy_(dst, src);
+      check_close(dst, nograd::to_dtype(nograd::expand(row, {3, 4}), DType::bf16), 0.0);
     }
     Tensor host_dst = empty({3, 4}, DType::f64, Device::cpu());
-    ops::copy_(host_dst, ops::to_device(row, kGpu));
-    check_close(host_dst, ops::to_dtype(ops::expand(row, {3, 4}), DType::f64), 0.0);
+    nograd::copy_(host_dst, nograd::to_device(row, kGpu));
+    check_close(host_dst, nograd::to_dtype(nograd::expand(row, {3, 4}), DType::f64), 0.0);
   }
   SUBCASE("device to device with a cast into a slice") {
     Tensor dst = zeros({6, 10, 4}, DType::f16, kGpu);
-    ops::copy_(ops::narrow(dst, 1, 3, 5), dev);
-    check_close(ops::narrow(dst, 1, 3, 5), ops::to_dtype(host, DType::f16), 0.0);
-    check_close(ops::narrow(dst, 1, 0, 3), zeros({6, 3, 4}, DType::f16), 0.0);
+    nograd::copy_(nograd::narrow(dst, 1, 3, 5), dev);
+    check_close(nograd::narrow(dst, 1, 3, 5), nograd::to_dtype(host, DType::f16), 0.0);
+    check_close(nograd::narrow(dst, 1, 0, 3), zeros({6, 3, 4}, DType::f16), 0.0);
   }
   SUBCASE("more than eight dims after coalescing") {
     Shape shape(10, 2);
     const Tensor big = random(shape, DType::f32, Device::cpu(), 5);
     std::vector<int64_t> perm{9, 8, 7, 6, 5, 4, 3, 2, 1, 0};
-    const Tensor want = ops::contiguous(ops::permute(big, perm));
-    check_close(ops::contiguous(ops::permute(ops::to_device(big, kGpu), perm)), want, 0.0);
+    const Tensor want = nograd::contiguous(nograd::permute(big, perm));
+    check_close(nograd::contiguous(nograd::permute(nograd::to_device(big, kGpu), perm)), want, 0.0);
   }
 }
 
 TEST_CASE("copy: transfers larger than a staging chunk, both ways, at an odd offset") {
   const int64_t n = 5'000'001;  // 20 MB of f32: three 8 MiB chunks
   const Tensor host = random({n}, DType::f32, Device::cpu(), 6);
-  const Tensor dev = ops::to_device(host, kGpu);
+  const Tensor dev = nograd::to_device(host, kGpu);
   check_close(dev, host, 0.0);
-  const Tensor tail = ops::narrow(dev, 0, 3, n - 3);  // a device source not 16-byte aligned
-  check_close(ops::to_device(tail, Device::cpu()), ops::narrow(host, 0, 3, n - 3), 0.0);
+  const Tensor tail = nograd::narrow(dev, 0, 3, n - 3);  // a device source not 16-byte aligned
+  check_close(nograd::to_device(tail, Device::cpu()), nograd::narrow(host, 0, 3, n - 3), 0.0);
 }
 
 TEST_CASE("copy: item, to_vector and printing read device tensors") {
-  const Tensor dev = ops::to_device(from_vector<float>({1.5f, -2.0f, 3.25f}), kGpu);
-  CHECK(ops::select(dev, 0, 2).item() == 3.25);
+  const Tensor dev = nograd::to_device(from_vector<float>({1.5f, -2.0f, 3.25f}), kGpu);
+  CHECK(nograd::select(dev, 0, 2).item() == 3.25);
   CHECK(dev.to_vector<float>() == std::vector<float>{1.5f, -2.0f, 3.25f});
   std::ostringstream out;
   out << dev;
@@ -123,15 +124,15 @@ TEST_CASE("copy: item, to_vector and printing read device tensors") {
 
 TEST_CASE("copy: between two GPUs" * doctest::skip(cuda::device_count() < 2)) {
   const Tensor host = random({1000, 37}, DType::f32, Device::cpu(), 7);
-  const Tensor a = ops::to_device(host, Device::cuda(0));
-  const Tensor b = ops::to_device(ops::transpose(a, 0, 1), Device::cuda(1));
+  const Tensor a = nograd::to_device(host, Device::cuda(0));
+  const Tensor b = nograd::to_device(nograd::transpose(a, 0, 1), Device::cuda(1));
   CHECK(b.device() == Device::cuda(1));
-  check_close(b, ops::contiguous(ops::transpose(host, 0, 1)), 0.0);
+  check_close(b, nograd::contiguous(nograd::transpose(host, 0, 1)), 0.0);
 }
 
 TEST_CASE("copy: a device that does not exist is a clear error") {
   const int n = cuda::device_count();
-  const std::string msg = error_of([&] { ops::to_device(from_vector<float>({1}), Device::cuda(n)); });
+  const std::string msg = error_of([&] { nograd::to_device(from_vector<float>({1}), Device::cuda(n)); });
   CHECK(msg == fmt::format("device_allocate: cuda:{} is not available: {} CUDA device{} visible", n, n,
                            n == 1 ? " is" : "s are"));
 }

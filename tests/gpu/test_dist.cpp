@@ -4,10 +4,10 @@
 // reaches with the same global batch. The nccl backend (one rank per GPU): every collective, the
 // stream ordering of its Work, and a run that trains end to end through the Accelerator.
 #include "accel_config.h"
-#include "tensor/ops/copy.h"
-#include "tensor/ops/elementwise.h"
-#include "tensor/ops/reduce.h"
-#include "tensor/ops/views.h"
+#include "tensor/nograd/copy.h"
+#include "tensor/nograd/elementwise.h"
+#include "tensor/nograd/reduce.h"
+#include "tensor/nograd/views.h"
 #include "tests/gpu/dist_support.h"
 #include "tests/gpu/gpu_test.h"
 
@@ -31,10 +31,10 @@ Tensor rank_values(int64_t n, int r) {
   return from_vector(v);
 }
 
-Tensor on(const Tensor& t, DType dtype, Device device) { return ops::to_device(ops::to_dtype(t, dtype), device); }
+Tensor on(const Tensor& t, DType dtype, Device device) { return nograd::to_device(nograd::to_dtype(t, dtype), device); }
 
 std::vector<double> host_values(const Tensor& t) {
-  return ops::to_dtype(ops::to_device(t, Device::cpu()), DType::f64).to_vector<double>();
+  return nograd::to_dtype(nograd::to_device(t, Device::cpu()), DType::f64).to_vector<double>();
 }
 
 // Every collective of comm on device tensors against values worked out here. Values stay small
@@ -55,7 +55,7 @@ void check_collectives(Communicator& comm, Device device, DType dtype) {
     comm.all_reduce(t, ReduceOp::max);
     got = host_values(t);
     for (int64_t i = 0; i < n; ++i) REQUIRE(got[i] == static_cast<double>(i % 13 + size - 1));
-    const Tensor in = on(ops::mul(rank_values(n, 0), static_cast<double>(2 * size)), dtype, device);
+    const Tensor in = on(nograd::mul(rank_values(n, 0), static_cast<double>(2 * size)), dtype, device);
     Tensor out = on(rank_values(n, 0), dtype, device);
     comm.all_reduce(in, out, ReduceOp::avg);
     got = host_values(out);
@@ -70,15 +70,15 @@ void check_collectives(Communicator& comm, Device device, DType dtype) {
     for (int64_t i = 0; i < n; ++i) REQUIRE(got[i] == static_cast<double>(i % 13 + size - 1));
     // all_gather in place: this rank's part already sits in its slot.
     Tensor gathered = on(rank_values(size * n, 0), dtype, device);
-    ops::copy_(ops::narrow(gathered, 0, rank * n, n), on(rank_values(n, rank), dtype, device));
-    comm.all_gather(ops::narrow(gathered, 0, rank * n, n), gathered);
+    nograd::copy_(nograd::narrow(gathered, 0, rank * n, n), on(rank_values(n, rank), dtype, device));
+    comm.all_gather(nograd::narrow(gathered, 0, rank * n, n), gathered);
     got = host_values(gathered);
     for (int r = 0; r < size; ++r)
       for (int64_t i = 0; i < n; ++i) REQUIRE(got[r * n + i] == static_cast<double>(i % 13 + r));
     // reduce_scatter in place: slot r of everyone's tensor holds values + r; its sum lands on rank r.
     Tensor whole = empty({size * n}, dtype, device);
-    for (int r = 0; r < size; ++r) ops::copy_(ops::narrow(whole, 0, r * n, n), on(rank_values(n, r), dtype, device));
-    const Tensor mine = ops::narrow(whole, 0, rank * n, n);
+    for (int r = 0; r < size; ++r) nograd::copy_(nograd::narrow(whole, 0, r * n, n), on(rank_values(n, r), dtype, device));
+    const Tensor mine = nograd::narrow(whole, 0, rank * n, n);
     comm.reduce_scatter(whole, mine, ReduceOp::sum);
     got = host_values(mine);
     for (int64_t i = 0; i < n; ++i) REQUIRE(got[i] == static_cast<double>(size * (i % 13 + rank)));
@@ -158,7 +158,7 @@ TEST_CASE("mpi backend: ranks sharing a GPU train an MLP to the weights one rank
   for (size_t i = 0; i < got.size(); ++i) check_close(got[i].second, want[i].second, 1e-4, 1e-5, got[i].first);
   // And every rank holds the same weights: rank 0's, broadcast, equal this rank's.
   for (const auto& [name, p] : got) {
-    const Tensor theirs = ops::clone(p);
+    const Tensor theirs = nograd::clone(p);
     world().broadcast(theirs, 0);
     CHECK_MESSAGE(host_values(theirs) == host_values(p), name);
   }
@@ -225,11 +225,11 @@ TEST_CASE("nccl: wait() orders the compute stream after the operation without bl
   Tensor t = full({n}, 1.0, DType::f32, my_gpu());
   Work w = nccl.all_reduce_async(t, ReduceOp::sum);
   w.wait();                                  // the compute stream now waits for the all-reduce
-  const Tensor doubled = ops::mul(t, 2.0);   // queued behind it
+  const Tensor doubled = nograd::mul(t, 2.0);   // queued behind it
   const double expected = 2.0 * world().size();
-  CHECK(ops::to_device(ops::narrow(doubled, 0, n - 3, 3), Device::cpu()).to_vector<float>() ==
+  CHECK(nograd::to_device(nograd::narrow(doubled, 0, n - 3, 3), Device::cpu()).to_vector<float>() ==
         std::vector<float>(3, static_cast<float>(expected)));
-  CHECK(ops::sum(doubled).item() == doctest::Approx(expected * static_cast<double>(n)));
+  CHECK(nograd::sum(doubled).item() == doctest::Approx(expected * static_cast<double>(n)));
   CHECK(w.test());
   nccl.barrier();
 }

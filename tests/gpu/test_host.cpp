@@ -15,7 +15,7 @@
 #include "tensor/cuda/device.h"
 #include "tensor/cuda/gemm_plan.h"
 #include "tensor/cuda/launch.h"
-#include "tensor/ops/copy.h"
+#include "tensor/nograd/copy.h"
 
 using namespace accel;
 
@@ -246,5 +246,5 @@ TEST_CASE("devices: counting never throws, and a missing device is a clear error
     CHECK_FALSE(cuda::unavailable_reason().empty());
     CHECK_THROWS_WITH_AS(zeros({3}, DType::f32, Device::cuda(0)), expected.c_str(), Error);
   }
-  CHECK_THROWS_WITH_AS(ops::to_device(zeros({3}), Device::cuda(n)), expected.c_str(), Error);
+  CHECK_THROWS_WITH_AS(nograd::to_device(zeros({3}), Device::cuda(n)), expected.c_str(), Error);
 }

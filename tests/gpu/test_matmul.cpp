@@ -2,9 +2,11 @@
 // operands read in place, operands that must be copied, batched and broadcast batches, K = 0, and
 // the bias epilogue.
 #include "tensor/cuda/matmul.h"
+#include "tensor/nograd/copy.h"
+#include "tensor/nograd/elementwise.h"
+#include "tensor/nograd/matmul.h"
+#include "tensor/nograd/views.h"
 #include "tests/gpu/gpu_test.h"
-#include "tensor/ops/elementwise.h"
-#include "tensor/ops/views.h"
 
 using namespace accel;
 using namespace accel::gpu_test;
@@ -16,14 +18,14 @@ Shape with(Shape batch, std::initializer_list<int64_t> tail) {
   return batch;
 }
 
-// out = a @ b as ops::matmul calls it: a [..., M, K] and b [..., K, N] with broadcast batch dims,
+// out = a @ b as nograd::matmul calls it: a [..., M, K] and b [..., K, N] with broadcast batch dims,
 // expanded to the common batch shape; out is a fresh contiguous tensor.
 Tensor gpu_matmul(const Tensor& a, const Tensor& b, const Tensor* bias = nullptr) {
   const Shape ba(a.shape().begin(), a.shape().end() - 2), bb(b.shape().begin(), b.shape().end() - 2);
   const Shape batch = broadcast_shapes("gpu_matmul", ba, bb);
   const int64_t m = a.size(-2), k = a.size(-1), n = b.size(-1);
   Tensor out = empty(with(batch, {m, n}), a.dtype(), a.device());
-  const Tensor ae = ops::expand(a, with(batch, {m, k})), be = ops::expand(b, with(batch, {k, n}));
+  const Tensor ae = nograd::expand(a, with(batch, {m, k})), be = nograd::expand(b, with(batch, {k, n}));
   if (bias != nullptr) cuda::matmul_bias(out, ae, be, *bias);
   else cuda::matmul(out, ae, be);
   return out;
@@ -39,12 +41,12 @@ Reference reference(const Tensor& a_in, const Tensor& b_in, const Tensor* bias_i
   const Shape ba(a_in.shape().begin(), a_in.shape().end() - 2), bb(b_in.shape().begin(), b_in.shape().end() - 2);
   const Shape batch = broadcast_shapes("reference", ba, bb);
   const int64_t m = a_in.size(-2), k = a_in.size(-1), n = b_in.size(-1);
-  const Tensor a = ops::contiguous(ops::expand(ops::to_dtype(ops::to_device(a_in, Device::cpu()), DType::f64),
+  const Tensor a = nograd::contiguous(nograd::expand(nograd::to_dtype(nograd::to_device(a_in, Device::cpu()), DType::f64),
                                                with(batch, {m, k})));
-  const Tensor b = ops::contiguous(ops::expand(ops::to_dtype(ops::to_device(b_in, Device::cpu()), DType::f64),
+  const Tensor b = nograd::contiguous(nograd::expand(nograd::to_dtype(nograd::to_device(b_in, Device::cpu()), DType::f64),
                                                with(batch, {k, n})));
   std::vector<double> bias(static_cast<size_t>(n), 0.0);
-  if (bias_in != nullptr) bias = ops::to_dtype(ops::to_device(*bias_in, Device::cpu()), DType::f64).to_vector<double>();
+  if (bias_in != nullptr) bias = nograd::to_dtype(nograd::to_device(*bias_in, Device::cpu()), DType::f64).to_vector<double>();
   Reference r{zeros(with(batch, {m, n}), DType::f64), zeros(with(batch, {m, n}), DType::f64)};
   const double* pa = a.data<double>();
   const double* pb = b.data<double>();
@@ -71,7 +73,7 @@ void check_product(const Tensor& got, const Reference& want, int64_t k, const st
   INFO(what);
   const double u = got.dtype() == DType::f64 ? std::ldexp(1.0, -53) : std::ldexp(1.0, -24);
   const double tol = static_cast<double>(k + 2) * u + rtol(got.dtype());
-  const std::vector<double> g = ops::to_dtype(ops::to_device(got, Device::cpu()), DType::f64).to_vector<double>();
+  const std::vector<double> g = nograd::to_dtype(nograd::to_device(got, Device::cpu()), DType::f64).to_vector<double>();
   const std::vector<double> w = want.value.to_vector<double>(), mag = want.magnitude.to_vector<double>();
   REQUIRE(g.size() == w.size());
   int64_t bad = 0, first = -1;
@@ -92,8 +94,8 @@ TEST_CASE("matmul: every layout of the operands, odd sizes, every dtype") {
     for (const auto& s : sizes) {
       const int64_t m = s[0], k = s[1], n = s[2];
       const Tensor a = random({m, k}, dtype, kGpu, 100), b = random({k, n}, dtype, kGpu, 101);
-      const Tensor at = ops::transpose(random({k, m}, dtype, kGpu, 102), 0, 1);  // column-major [m, k]
-      const Tensor bt = ops::transpose(random({n, k}, dtype, kGpu, 103), 0, 1);
+      const Tensor at = nograd::transpose(random({k, m}, dtype, kGpu, 102), 0, 1);  // column-major [m, k]
+      const Tensor bt = nograd::transpose(random({n, k}, dtype, kGpu, 103), 0, 1);
       for (const Tensor& x : {a, at})
         for (const Tensor& y : {b, bt})
           check_product(gpu_matmul(x, y), reference(x, y), k,
@@ -109,10 +111,10 @@ TEST_CASE("matmul: every layout of the operands, odd sizes, every dtype") {
 TEST_CASE("matmul: sliced operands at odd offsets, and operands with no unit stride") {
   for (DType dtype : kGemmDTypes) {
     const Tensor wide = random({65, 131}, dtype, kGpu, 110);
-    const Tensor a = ops::narrow(wide, 1, 1, 127);                 // [65, 127], misaligned, ld 131
-    const Tensor b = ops::narrow(random({129, 40}, dtype, kGpu, 111), 0, 2, 127);  // [127, 40]
+    const Tensor a = nograd::narrow(wide, 1, 1, 127);                 // [65, 127], misaligned, ld 131
+    const Tensor b = nograd::narrow(random({129, 40}, dtype, kGpu, 111), 0, 2, 127);  // [127, 40]
     check_product(gpu_matmul(a, b), reference(a, b), 127, fmt::format("sliced {}", dtype_name(dtype)));
-    const Tensor strided = ops::slice(ops::slice(random({130, 80}, dtype, kGpu, 112), 0, 0, 130, 2), 1, 0, 80, 2);
+    const Tensor strided = nograd::slice(nograd::slice(random({130, 80}, dtype, kGpu, 112), 0, 0, 130, 2), 1, 0, 80, 2);
     const Tensor c = random({40, 9}, dtype, kGpu, 113);          // strided is [65, 40] with no unit stride
     check_product(gpu_matmul(strided, c), reference(strided, c), 40, fmt::format("copied {}", dtype_name(dtype)));
   }
@@ -127,11 +129,11 @@ TEST_CASE("matmul: batches, broadcast batches and batches that do not coalesce")
     const Tensor b4 = random({2, 1, 17, 9}, dtype, kGpu, 123), a4 = random({2, 3, 33, 17}, dtype, kGpu, 124);
     check_product(gpu_matmul(a4, b4), reference(a4, b4), 17, "broadcast inner batch dim of b");
     // Batch dims in swapped order: no single batch stride covers them.
-    const Tensor ap = ops::permute(random({3, 2, 33, 17}, dtype, kGpu, 125), {1, 0, 2, 3});
+    const Tensor ap = nograd::permute(random({3, 2, 33, 17}, dtype, kGpu, 125), {1, 0, 2, 3});
     const Tensor bp = random({2, 3, 17, 9}, dtype, kGpu, 126);
     check_product(gpu_matmul(ap, bp), reference(ap, bp), 17, "permuted batch dims");
     // Transposed matrices inside a batch.
-    const Tensor at = ops::transpose(random({3, 17, 33}, dtype, kGpu, 127), 1, 2);
+    const Tensor at = nograd::transpose(random({3, 17, 33}, dtype, kGpu, 127), 1, 2);
     check_product(gpu_matmul(at, b), reference(at, b), 17, "batched, a transposed");
   }
 }
@@ -139,8 +141,8 @@ TEST_CASE("matmul: batches, broadcast batches and batches that do not coalesce")
 TEST_CASE("matmul: K = 0 gives zeros (and the bias), empty outputs launch nothing") {
   const Tensor a = empty({4, 0}, DType::f32, kGpu), b = empty({0, 3}, DType::f32, kGpu);
   check_close(gpu_matmul(a, b), zeros({4, 3}), 0.0);
-  const Tensor bias = ops::to_device(from_vector<float>({1, 2, 3}), kGpu);
-  check_close(gpu_matmul(a, b, &bias), ops::contiguous(ops::expand(from_vector<float>({1, 2, 3}), {4, 3})), 0.0);
+  const Tensor bias = nograd::to_device(from_vector<float>({1, 2, 3}), kGpu);
+  check_close(gpu_matmul(a, b, &bias), nograd::contiguous(nograd::expand(from_vector<float>({1, 2, 3}), {4, 3})), 0.0);
   CHECK(gpu_matmul(empty({0, 5}, DType::f32, kGpu), random({5, 3}, DType::f32, kGpu, 130)).numel() == 0);
 }
 
@@ -151,7 +153,7 @@ TEST_CASE("matmul: the bias epilogue adds one value per output column") {
     check_product(gpu_matmul(a, w, &bias), reference(a, w, &bias), 64, fmt::format("bias {}", dtype_name(dtype)));
     // As the Linear layer will call it: x @ weight^T with weight [out, in], over a batch.
     const Tensor x = random({2, 5, 64}, dtype, kGpu, 143), weight = random({48, 64}, dtype, kGpu, 144);
-    const Tensor wt = ops::transpose(weight, 0, 1);
+    const Tensor wt = nograd::transpose(weight, 0, 1);
     check_product(gpu_matmul(x, wt, &bias), reference(x, wt, &bias), 64, fmt::format("linear {}", dtype_name(dtype)));
   }
 }

@@ -6,10 +6,10 @@
 // non-contiguous layouts.
 #include <limits>
 
-#include "tensor/ops/copy.h"
-#include "tensor/ops/elementwise.h"
-#include "tensor/ops/nn_ops.h"
-#include "tensor/ops/views.h"
+#include "tensor/nograd/copy.h"
+#include "tensor/nograd/elementwise.h"
+#include "tensor/nograd/nn_ops.h"
+#include "tensor/nograd/views.h"
 #include "tests/gpu/gpu_test.h"
 
 using namespace accel;
@@ -44,11 +44,11 @@ void close(const Tensor& got, const Tensor& want, const std::string& what, doubl
   check_close(got, want, nn_rtol(want.dtype()) * scale, nn_atol(want.dtype()) * scale, what);
 }
 
-Tensor gpu(const Tensor& t) { return ops::to_device(t, kGpu); }
+Tensor gpu(const Tensor& t) { return nograd::to_device(t, kGpu); }
 
 // A [rows, cols] input as a transposed view of a [cols, rows] tensor, on the CPU.
 Tensor transposed_random(int64_t rows, int64_t cols, DType dtype, uint64_t seed) {
-  return ops::transpose(random({cols, rows}, dtype, Device::cpu(), seed), 0, 1);
+  return nograd::transpose(random({cols, rows}, dtype, Device::cpu(), seed), 0, 1);
 }
 
 }  // namespace
@@ -63,15 +63,15 @@ TEST_CASE("softmax: last dim, each row kernel path, every dtype, forward and bac
       for (bool is_log : {false, true}) {
         const std::string what = fmt::format("{} {} [{}, {}]", is_log ? "log_softmax" : "softmax",
                                              dtype_name(dtype), rows, size);
-        const Tensor x = ops::mul(random({rows, size}, dtype, Device::cpu(), 10 + size), 3.0);
-        const Tensor want = is_log ? ops::log_softmax(x, -1) : ops::softmax(x, -1);
-        const Tensor got = is_log ? ops::log_softmax(gpu(x), -1) : ops::softmax(gpu(x), -1);
+        const Tensor x = nograd::mul(random({rows, size}, dtype, Device::cpu(), 10 + size), 3.0);
+        const Tensor want = is_log ? nograd::log_softmax(x, -1) : nograd::softmax(x, -1);
+        const Tensor got = is_log ? nograd::log_softmax(gpu(x), -1) : nograd::softmax(gpu(x), -1);
         close(got, want, what);
         const Tensor dy = random({rows, size}, dtype, Device::cpu(), 20 + size);
         const Tensor want_dx =
-            is_log ? ops::log_softmax_backward(dy, want, -1) : ops::softmax_backward(dy, want, -1);
-        const Tensor got_dx = is_log ? ops::log_softmax_backward(gpu(dy), gpu(want), -1)
-                                     : ops::softmax_backward(gpu(dy), gpu(want), -1);
+            is_log ? nograd::log_softmax_backward(dy, want, -1) : nograd::softmax_backward(dy, want, -1);
+        const Tensor got_dx = is_log ? nograd::log_softmax_backward(gpu(dy), gpu(want), -1)
+                                     : nograd::softmax_backward(gpu(dy), gpu(want), -1);
         // dy - sum(dy * y) cancels: the error scales with the row's sum, so with sqrt(size).
         close(got_dx, want_dx, what + " backward", std::sqrt(static_cast<double>(size)));
       }
@@ -84,19 +84,19 @@ TEST_CASE("softmax: inner and outer dims, non-contiguous inputs and 0-d/empty te
     const Tensor x = random({3, 50, 7}, dtype, Device::cpu(), 30);
     for (int64_t dim : {0, 1, 2}) {
       const std::string what = fmt::format("softmax {} over dim {} of [3, 50, 7]", dtype_name(dtype), dim);
-      close(ops::softmax(gpu(x), dim), ops::softmax(x, dim), what);
-      close(ops::log_softmax(gpu(x), dim), ops::log_softmax(x, dim), "log " + what);
-      const Tensor y = ops::softmax(x, dim), dy = random({3, 50, 7}, dtype, Device::cpu(), 31);
-      close(ops::softmax_backward(gpu(dy), gpu(y), dim), ops::softmax_backward(dy, y, dim), what + " backward");
+      close(nograd::softmax(gpu(x), dim), nograd::softmax(x, dim), what);
+      close(nograd::log_softmax(gpu(x), dim), nograd::log_softmax(x, dim), "log " + what);
+      const Tensor y = nograd::softmax(x, dim), dy = random({3, 50, 7}, dtype, Device::cpu(), 31);
+      close(nograd::softmax_backward(gpu(dy), gpu(y), dim), nograd::softmax_backward(dy, y, dim), what + " backward");
     }
     const Tensor t = transposed_random(33, 1000, dtype, 32);
-    close(ops::softmax(gpu(t), -1), ops::softmax(t, -1), fmt::format("transposed input {}", dtype_name(dtype)));
-    const Tensor sliced = ops::narrow(random({9, 1003}, dtype, Device::cpu(), 33), 1, 3, 1000);
-    close(ops::softmax(gpu(sliced), 1), ops::softmax(sliced, 1), fmt::format("sliced input {}", dtype_name(dtype)));
+    close(nograd::softmax(gpu(t), -1), nograd::softmax(t, -1), fmt::format("transposed input {}", dtype_name(dtype)));
+    const Tensor sliced = nograd::narrow(random({9, 1003}, dtype, Device::cpu(), 33), 1, 3, 1000);
+    close(nograd::softmax(gpu(sliced), 1), nograd::softmax(sliced, 1), fmt::format("sliced input {}", dtype_name(dtype)));
   }
-  close(ops::softmax(gpu(full({}, 2.0, DType::f32)), 0), ops::softmax(full({}, 2.0, DType::f32), 0), "0-d");
-  CHECK(ops::softmax(gpu(empty({0, 5}, DType::f32)), 1).shape() == Shape{0, 5});
-  CHECK(ops::softmax(gpu(empty({4, 0}, DType::f32)), 1).shape() == Shape{4, 0});
+  close(nograd::softmax(gpu(full({}, 2.0, DType::f32)), 0), nograd::softmax(full({}, 2.0, DType::f32), 0), "0-d");
+  CHECK(nograd::softmax(gpu(empty({0, 5}, DType::f32)), 1).shape() == Shape{0, 5});
+  CHECK(nograd::softmax(gpu(empty({4, 0}, DType::f32)), 1).shape() == Shape{4, 0});
 }
 
 TEST_CASE("softmax: masked (-inf) entries, as causal attention makes them, and fully masked rows") {
@@ -108,10 +108,10 @@ TEST_CASE("softmax: masked (-inf) entries, as causal attention makes them, and f
         v[r * size + j] = r == 3 || j > r * size / 3 ? -inf : static_cast<float>((j * 7 + r) % 11) * 0.5f;
     const Tensor x = from_vector(v, {4, size});
     for (DType dtype : {DType::f32, DType::bf16}) {
-      const Tensor xd = ops::to_dtype(x, dtype);
+      const Tensor xd = nograd::to_dtype(x, dtype);
       // Row 3 is all -inf: NaN on both devices, as exp(-inf - -inf) is.
-      close(ops::softmax(gpu(xd), 1), ops::softmax(xd, 1), fmt::format("masked {} size {}", dtype_name(dtype), size));
-      close(ops::log_softmax(gpu(xd), 1), ops::log_softmax(xd, 1), fmt::format("masked log {}", size));
+      close(nograd::softmax(gpu(xd), 1), nograd::softmax(xd, 1), fmt::format("masked {} size {}", dtype_name(dtype), size));
+      close(nograd::log_softmax(gpu(xd), 1), nograd::log_softmax(xd, 1), fmt::format("masked log {}", size));
     }
   }
 }
@@ -124,17 +124,17 @@ TEST_CASE("layer_norm: forward and backward, each row kernel path, with and with
       const int64_t rows = dim >= 5000 ? 6 : 67;
       for (int affine = 0; affine < 3; ++affine) {  // none, weight only, weight and bias
         const std::string what = fmt::format("layer_norm {} [{}, {}] affine {}", dtype_name(dtype), rows, dim, affine);
-        const Tensor x = ops::add(ops::mul(random({rows, dim}, dtype, Device::cpu(), 40 + dim), 2.0), 0.5);
+        const Tensor x = nograd::add(nograd::mul(random({rows, dim}, dtype, Device::cpu(), 40 + dim), 2.0), 0.5);
         const Tensor w = affine >= 1 ? random({dim}, dtype, Device::cpu(), 41) : Tensor();
         const Tensor b = affine >= 2 ? random({dim}, dtype, Device::cpu(), 42) : Tensor();
-        const auto want = ops::layer_norm(x, w, b, 1e-5);
-        const auto got = ops::layer_norm(gpu(x), w.defined() ? gpu(w) : w, b.defined() ? gpu(b) : b, 1e-5);
+        const auto want = nograd::layer_norm(x, w, b, 1e-5);
+        const auto got = nograd::layer_norm(gpu(x), w.defined() ? gpu(w) : w, b.defined() ? gpu(b) : b, 1e-5);
         close(got.out, want.out, what);
         close(got.mean, want.mean, what + " mean");
         close(got.rstd, want.rstd, what + " rstd");
         const Tensor dy = random({rows, dim}, dtype, Device::cpu(), 43 + dim);
-        const auto want_g = ops::layer_norm_backward(dy, x, want.mean, want.rstd, w, b);
-        const auto got_g = ops::layer_norm_backward(gpu(dy), gpu(x), gpu(want.mean), gpu(want.rstd),
+        const auto want_g = nograd::layer_norm_backward(dy, x, want.mean, want.rstd, w, b);
+        const auto got_g = nograd::layer_norm_backward(gpu(dy), gpu(x), gpu(want.mean), gpu(want.rstd),
                                                     w.defined() ? gpu(w) : w, b.defined() ? gpu(b) : b);
         close(got_g.grad_input, want_g.grad_input, what + " grad_input", std::sqrt(static_cast<double>(dim)));
         // Column sums over rows: the error grows with the number of rows summed.
@@ -151,19 +151,19 @@ TEST_CASE("layer_norm: 3-d and non-contiguous inputs; the weight and bias grads 
   const Tensor x = random({4, 2500, 96}, DType::f32, Device::cpu(), 50);
   const Tensor w = random({96}, DType::f32, Device::cpu(), 51), b = random({96}, DType::f32, Device::cpu(), 52);
   const Tensor dy = random({4, 2500, 96}, DType::f32, Device::cpu(), 53);
-  const auto want = ops::layer_norm(x, w, b, 1e-5);
-  const auto got = ops::layer_norm(gpu(x), gpu(w), gpu(b), 1e-5);
+  const auto want = nograd::layer_norm(x, w, b, 1e-5);
+  const auto got = nograd::layer_norm(gpu(x), gpu(w), gpu(b), 1e-5);
   close(got.out, want.out, "3-d");
-  const auto g1 = ops::layer_norm_backward(gpu(dy), gpu(x), got.mean, got.rstd, gpu(w), gpu(b));
-  const auto g2 = ops::layer_norm_backward(gpu(dy), gpu(x), got.mean, got.rstd, gpu(w), gpu(b));
+  const auto g1 = nograd::layer_norm_backward(gpu(dy), gpu(x), got.mean, got.rstd, gpu(w), gpu(b));
+  const auto g2 = nograd::layer_norm_backward(gpu(dy), gpu(x), got.mean, got.rstd, gpu(w), gpu(b));
   CHECK(g1.grad_weight.to_vector<float>() == g2.grad_weight.to_vector<float>());
   CHECK(g1.grad_bias.to_vector<float>() == g2.grad_bias.to_vector<float>());
   CHECK(g1.grad_input.to_vector<float>() == g2.grad_input.to_vector<float>());
-  const auto want_g = ops::layer_norm_backward(dy, x, want.mean, want.rstd, w, b);
+  const auto want_g = nograd::layer_norm_backward(dy, x, want.mean, want.rstd, w, b);
   close(g1.grad_weight, want_g.grad_weight, "grad_weight over 10000 rows", 100.0);
   close(g1.grad_bias, want_g.grad_bias, "grad_bias over 10000 rows", 100.0);
   const Tensor t = transposed_random(40, 256, DType::bf16, 54);
-  close(ops::layer_norm(gpu(t), Tensor(), Tensor(), 1e-5).out, ops::layer_norm(t, Tensor(), Tensor(), 1e-5).out,
+  close(nograd::layer_norm(gpu(t), Tensor(), Tensor(), 1e-5).out, nograd::layer_norm(t, Tensor(), Tensor(), 1e-5).out,
         "transposed bf16");
 }
 
@@ -174,27 +174,27 @@ TEST_CASE("embedding: gathers rows and sums repeated positions in the CPU's orde
       std::vector<int64_t> idx;
       for (int64_t i = 0; i < 28; ++i) idx.push_back((i * i * 7 + 3) % 50 % (i % 3 == 0 ? 5 : 50));  // repeats
       for (DType index_dtype : {DType::i64, DType::i32}) {
-        const Tensor indices = ops::to_dtype(from_vector(idx, {4, 7}), index_dtype);
+        const Tensor indices = nograd::to_dtype(from_vector(idx, {4, 7}), index_dtype);
         const std::string what = fmt::format("embedding {} dim {} {}", dtype_name(dtype), dim, dtype_name(index_dtype));
-        const Tensor want = ops::embedding(weight, indices);
-        const Tensor got = ops::embedding(gpu(weight), gpu(indices));
+        const Tensor want = nograd::embedding(weight, indices);
+        const Tensor got = nograd::embedding(gpu(weight), gpu(indices));
         check_close(got, want, 0.0, 0.0, what);  // a copy: exact
         const Tensor dy = random({4, 7, dim}, dtype, Device::cpu(), 70 + dim);
         // Each row sums its positions in increasing order on both devices: the same additions, so
         // the same bits.
-        check_close(ops::embedding_backward(gpu(dy), gpu(indices), 50), ops::embedding_backward(dy, indices, 50), 0.0,
+        check_close(nograd::embedding_backward(gpu(dy), gpu(indices), 50), nograd::embedding_backward(dy, indices, 50), 0.0,
                     0.0, what + " backward");
       }
     }
   }
   const Tensor w = random({10, 4}, DType::f32, Device::cpu(), 80);
   const Tensor bad = from_vector<int64_t>({1, 10, 2});
-  CHECK(error_of([&] { ops::embedding(gpu(w), gpu(bad)); }) == error_of([&] { ops::embedding(w, bad); }));
-  CHECK(error_of([&] { ops::embedding(gpu(w), gpu(bad)); }) ==
+  CHECK(error_of([&] { nograd::embedding(gpu(w), gpu(bad)); }) == error_of([&] { nograd::embedding(w, bad); }));
+  CHECK(error_of([&] { nograd::embedding(gpu(w), gpu(bad)); }) ==
         "embedding: indices[1] = 10 is out of range for 10 rows (weight [10, 4])");
-  CHECK(error_of([&] { ops::embedding_backward(gpu(w), gpu(from_vector<int64_t>({0, 1, -1, 2, 3, 4, 5, 6, 7, 8})), 3); })
+  CHECK(error_of([&] { nograd::embedding_backward(gpu(w), gpu(from_vector<int64_t>({0, 1, -1, 2, 3, 4, 5, 6, 7, 8})), 3); })
             .find("embedding_backward: indices[2] = -1 is out of range") == 0);
-  const Tensor g0 = ops::embedding_backward(gpu(empty({0, 4}, DType::f32)), gpu(empty({0}, DType::i64)), 3);
+  const Tensor g0 = nograd::embedding_backward(gpu(empty({0, 4}, DType::f32)), gpu(empty({0}, DType::i64)), 3);
   CHECK(g0.to_vector<float>() == std::vector<float>(12, 0.0f));
 }
 
@@ -202,23 +202,23 @@ TEST_CASE("cross_entropy: every reduction, ignore_index, short and very long row
   for (DType dtype : float_dtypes()) {
     for (int64_t classes : {1, 3, 10, 1000, 5003, 50257}) {
       const int64_t rows = classes >= 5000 ? 7 : 61;
-      const Tensor logits = ops::mul(random({rows, classes}, dtype, Device::cpu(), 90 + classes), 2.0);
+      const Tensor logits = nograd::mul(random({rows, classes}, dtype, Device::cpu(), 90 + classes), 2.0);
       std::vector<int64_t> t;
       for (int64_t n = 0; n < rows; ++n) t.push_back(n % 5 == 2 ? -100 : (n * 37 + 11) % classes);
       for (DType index_dtype : {DType::i64, DType::i32}) {
-        const Tensor target = ops::to_dtype(from_vector(t), index_dtype);
+        const Tensor target = nograd::to_dtype(from_vector(t), index_dtype);
         for (Reduction reduction : {Reduction::none, Reduction::mean, Reduction::sum}) {
           const std::string what = fmt::format("cross_entropy {} [{}, {}] {} reduction {}", dtype_name(dtype), rows,
                                                classes, dtype_name(index_dtype), static_cast<int>(reduction));
-          const Tensor want = ops::cross_entropy(logits, target, -100, reduction);
-          const Tensor got = ops::cross_entropy(gpu(logits), gpu(target), -100, reduction);
+          const Tensor want = nograd::cross_entropy(logits, target, -100, reduction);
+          const Tensor got = nograd::cross_entropy(gpu(logits), gpu(target), -100, reduction);
           // The loss is f32 (f64 for f64) whatever the logits' dtype: compare at the compute type.
           check_close(got, want, nn_rtol(want.dtype()) * std::sqrt(static_cast<double>(classes)), 1e-5, what);
           const Tensor grad_loss = reduction == Reduction::none
                                        ? random({rows}, want.dtype(), Device::cpu(), 95)
                                        : full({}, 0.75, want.dtype());
-          const Tensor want_dx = ops::cross_entropy_backward(grad_loss, logits, target, -100, reduction);
-          const Tensor got_dx = ops::cross_entropy_backward(gpu(grad_loss), gpu(logits), gpu(target), -100, reduction);
+          const Tensor want_dx = nograd::cross_entropy_backward(grad_loss, logits, target, -100, reduction);
+          const Tensor got_dx = nograd::cross_entropy_backward(gpu(grad_loss), gpu(logits), gpu(target), -100, reduction);
           close(got_dx, want_dx, what + " backward");
         }
       }
@@ -229,18 +229,18 @@ TEST_CASE("cross_entropy: every reduction, ignore_index, short and very long row
 TEST_CASE("cross_entropy: all rows ignored means 0, and bad targets fail as on the CPU") {
   const Tensor logits = random({4, 6}, DType::f32, Device::cpu(), 100);
   const Tensor ignored = from_vector<int64_t>({-1, -1, -1, -1});
-  CHECK(ops::cross_entropy(gpu(logits), gpu(ignored), -1, Reduction::mean).item() == 0.0);
-  CHECK(ops::cross_entropy(gpu(logits), gpu(ignored), -1, Reduction::sum).item() == 0.0);
-  const Tensor dx = ops::cross_entropy_backward(gpu(full({}, 1.0, DType::f32)), gpu(logits), gpu(ignored), -1,
+  CHECK(nograd::cross_entropy(gpu(logits), gpu(ignored), -1, Reduction::mean).item() == 0.0);
+  CHECK(nograd::cross_entropy(gpu(logits), gpu(ignored), -1, Reduction::sum).item() == 0.0);
+  const Tensor dx = nograd::cross_entropy_backward(gpu(full({}, 1.0, DType::f32)), gpu(logits), gpu(ignored), -1,
                                                 Reduction::mean);
   CHECK(dx.to_vector<float>() == std::vector<float>(24, 0.0f));
   const Tensor bad = from_vector<int32_t>({0, 6, 1, 2});
-  const std::string message = error_of([&] { ops::cross_entropy(logits, bad); });
+  const std::string message = error_of([&] { nograd::cross_entropy(logits, bad); });
   CHECK(message == "cross_entropy: target[1] = 6 is out of range for 6 classes (ignore_index is -100)");
-  CHECK(error_of([&] { ops::cross_entropy(gpu(logits), gpu(bad)); }) == message);
-  CHECK(error_of([&] { ops::cross_entropy_backward(gpu(full({}, 1.0, DType::f32)), gpu(logits), gpu(bad)); }) ==
+  CHECK(error_of([&] { nograd::cross_entropy(gpu(logits), gpu(bad)); }) == message);
+  CHECK(error_of([&] { nograd::cross_entropy_backward(gpu(full({}, 1.0, DType::f32)), gpu(logits), gpu(bad)); }) ==
         "cross_entropy_backward: target[1] = 6 is out of range for 6 classes (ignore_index is -100)");
-  const Tensor none = ops::cross_entropy(gpu(empty({0, 6}, DType::f32)), gpu(empty({0}, DType::i64)), -100,
+  const Tensor none = nograd::cross_entropy(gpu(empty({0, 6}, DType::f32)), gpu(empty({0}, DType::i64)), -100,
                                          Reduction::mean);
   CHECK(none.item() == 0.0);
 }
@@ -250,15 +250,15 @@ TEST_CASE("dropout: the GPU draws the CPU's mask and scales the same way") {
     for (double p : {0.1, 0.5, 0.9, 1.0}) {
       // 37001 elements: not a multiple of the 4 elements one Philox block decides.
       const Tensor x = random({1000, 37}, dtype, Device::cpu(), 110);
-      const Tensor xt = ops::transpose(random({37, 1001}, dtype, Device::cpu(), 111), 0, 1);  // non-contiguous
+      const Tensor xt = nograd::transpose(random({37, 1001}, dtype, Device::cpu(), 111), 0, 1);  // non-contiguous
       for (const Tensor& input : {x, xt}) {
         Generator cpu_gen(7), gpu_gen(7);
         cpu_gen.reserve(5);  // a stream that has moved on
         gpu_gen.reserve(5);
-        const auto want = ops::dropout(input, p, cpu_gen);
-        const auto got = ops::dropout(gpu(input), p, gpu_gen);
+        const auto want = nograd::dropout(input, p, cpu_gen);
+        const auto got = nograd::dropout(gpu(input), p, gpu_gen);
         const std::string what = fmt::format("dropout {} p {}", dtype_name(dtype), p);
-        CHECK_MESSAGE(ops::to_device(got.keep_mask, Device::cpu()).to_vector<bool>() == want.keep_mask.to_vector<bool>(),
+        CHECK_MESSAGE(nograd::to_device(got.keep_mask, Device::cpu()).to_vector<bool>() == want.keep_mask.to_vector<bool>(),
                       what);
         check_close(got.out, want.out, 0.0, 0.0, what);  // x * scale in the same compute type: exact
         CHECK(gpu_gen.state() == cpu_gen.state());
@@ -273,18 +273,18 @@ TEST_CASE("index_select: on device tensors along every dim, with CPU or device i
   for (int64_t dim : {0, 1, 2}) {
     const Tensor i = dim == 2 ? from_vector<int64_t>({2, 0, 2}) : idx;
     for (DType index_dtype : {DType::i64, DType::i32}) {
-      const Tensor id = ops::to_dtype(i, index_dtype);
-      const Tensor want = ops::index_select(t, dim, id);
-      check_close(ops::index_select(gpu(t), dim, id), want, 0.0, 0.0, fmt::format("dim {} CPU index", dim));
-      check_close(ops::index_select(gpu(t), dim, gpu(id)), want, 0.0, 0.0, fmt::format("dim {} device index", dim));
+      const Tensor id = nograd::to_dtype(i, index_dtype);
+      const Tensor want = nograd::index_select(t, dim, id);
+      check_close(nograd::index_select(gpu(t), dim, id), want, 0.0, 0.0, fmt::format("dim {} CPU index", dim));
+      check_close(nograd::index_select(gpu(t), dim, gpu(id)), want, 0.0, 0.0, fmt::format("dim {} device index", dim));
     }
   }
   for (DType dtype : {DType::bf16, DType::boolean, DType::i64}) {
-    const Tensor s = ops::transpose(ops::to_dtype(random({9, 6}, DType::f32, Device::cpu(), 121), dtype), 0, 1);
-    check_close(ops::to_dtype(ops::index_select(gpu(s), 0, idx), DType::f64),
-                ops::to_dtype(ops::index_select(s, 0, idx), DType::f64), 0.0, 0.0,
+    const Tensor s = nograd::transpose(nograd::to_dtype(random({9, 6}, DType::f32, Device::cpu(), 121), dtype), 0, 1);
+    check_close(nograd::to_dtype(nograd::index_select(gpu(s), 0, idx), DType::f64),
+                nograd::to_dtype(nograd::index_select(s, 0, idx), DType::f64), 0.0, 0.0,
                 fmt::format("transposed {}", dtype_name(dtype)));
   }
-  CHECK(error_of([&] { ops::index_select(gpu(t), 1, from_vector<int64_t>({0, 5})); }) ==
+  CHECK(error_of([&] { nograd::index_select(gpu(t), 1, from_vector<int64_t>({0, 5})); }) ==
         "index_select: index 5 out of range for dim 1 of size 5");
 }

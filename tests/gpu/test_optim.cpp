@@ -3,9 +3,10 @@
 // scaler's unscale_and_check_, which must scale every grad and find an injected inf or NaN anywhere.
 #include <limits>
 
-#include "tensor/ops/copy.h"
-#include "tensor/ops/optim_ops.h"
-#include "tensor/ops/views.h"
+#include "tensor/nograd/copy.h"
+#include "tensor/nograd/elementwise.h"
+#include "tensor/nograd/optim_ops.h"
+#include "tensor/nograd/views.h"
 #include "tests/gpu/gpu_test.h"
 
 using namespace accel;
@@ -27,14 +28,14 @@ std::pair<Lists, Lists> make_lists(const std::vector<DType>& dtypes, uint64_t se
     const DType dtype = dtypes[i % dtypes.size()];
     const DType state = dtype == DType::f64 ? DType::f64 : DType::f32;
     const Tensor p = random({kSizes[i]}, dtype, Device::cpu(), seed + i);
-    const Tensor m = ops::mul(random({kSizes[i]}, state, Device::cpu(), seed + 100 + i), 0.1);
-    const Tensor v = ops::abs(random({kSizes[i]}, state, Device::cpu(), seed + 200 + i));
+    const Tensor m = nograd::mul(random({kSizes[i]}, state, Device::cpu(), seed + 100 + i), 0.1);
+    const Tensor v = nograd::abs(random({kSizes[i]}, state, Device::cpu(), seed + 200 + i));
     cpu.params.push_back(p);
     cpu.state1.push_back(m);
     cpu.state2.push_back(v);
-    gpu.params.push_back(ops::to_device(p, kGpu));
-    gpu.state1.push_back(ops::to_device(m, kGpu));
-    gpu.state2.push_back(ops::to_device(v, kGpu));
+    gpu.params.push_back(nograd::to_device(p, kGpu));
+    gpu.state1.push_back(nograd::to_device(m, kGpu));
+    gpu.state2.push_back(nograd::to_device(v, kGpu));
   }
   return {cpu, gpu};
 }
@@ -45,7 +46,7 @@ void set_grads(Lists& cpu, Lists& gpu, uint64_t seed) {
   for (size_t i = 0; i < cpu.params.size(); ++i) {
     const Tensor g = random(cpu.params[i].shape(), cpu.params[i].dtype(), Device::cpu(), seed + i);
     cpu.grads.push_back(g);
-    gpu.grads.push_back(ops::to_device(g, kGpu));
+    gpu.grads.push_back(nograd::to_device(g, kGpu));
   }
 }
 
@@ -66,22 +67,22 @@ TEST_CASE("adamw_step_: one launch over a mixed list equals the CPU update, step
   for (const std::vector<DType>& dtypes : std::vector<std::vector<DType>>{
            {DType::f32}, {DType::bf16}, {DType::f16}, {DType::f64}, {DType::f32, DType::bf16, DType::f16}}) {
     auto [cpu, gpu] = make_lists(dtypes, 300);
-    const ops::AdamWConfig config{.lr = 1e-2, .beta1 = 0.9, .beta2 = 0.99, .eps = 1e-8, .weight_decay = 0.05};
+    const nograd::AdamWConfig config{.lr = 1e-2, .beta1 = 0.9, .beta2 = 0.99, .eps = 1e-8, .weight_decay = 0.05};
     for (int64_t step = 1; step <= 3; ++step) {
       set_grads(cpu, gpu, 400 + 10 * step);
-      ops::adamw_step_(cpu.params, cpu.grads, cpu.state1, cpu.state2, config, step);
-      ops::adamw_step_(gpu.params, gpu.grads, gpu.state1, gpu.state2, config, step);
+      nograd::adamw_step_(cpu.params, cpu.grads, cpu.state1, cpu.state2, config, step);
+      nograd::adamw_step_(gpu.params, gpu.grads, gpu.state1, gpu.state2, config, step);
     }
     check_lists(gpu, cpu, true, fmt::format("adamw {}", dtype_name(dtypes.back())));
   }
 }
 
 TEST_CASE("sgd_step_: plain, momentum, dampening and nesterov equal the CPU update") {
-  const std::vector<ops::SgdConfig> configs = {
+  const std::vector<nograd::SgdConfig> configs = {
       {.lr = 0.1, .momentum = 0.0, .dampening = 0.0, .weight_decay = 0.0, .nesterov = false},
       {.lr = 0.1, .momentum = 0.9, .dampening = 0.1, .weight_decay = 0.01, .nesterov = false},
       {.lr = 0.05, .momentum = 0.9, .dampening = 0.0, .weight_decay = 0.0, .nesterov = true}};
-  for (const ops::SgdConfig& config : configs) {
+  for (const nograd::SgdConfig& config : configs) {
     for (DType dtype : {DType::f32, DType::bf16, DType::f64}) {
       auto [cpu, gpu] = make_lists({dtype}, 500);
       if (config.momentum == 0.0) {
@@ -90,8 +91,8 @@ TEST_CASE("sgd_step_: plain, momentum, dampening and nesterov equal the CPU upda
       }
       for (int step = 0; step < 3; ++step) {
         set_grads(cpu, gpu, 600 + 10 * step);
-        ops::sgd_step_(cpu.params, cpu.grads, cpu.state1, config, step == 0);
-        ops::sgd_step_(gpu.params, gpu.grads, gpu.state1, config, step == 0);
+        nograd::sgd_step_(cpu.params, cpu.grads, cpu.state1, config, step == 0);
+        nograd::sgd_step_(gpu.params, gpu.grads, gpu.state1, config, step == 0);
       }
       check_lists(gpu, cpu, false, fmt::format("sgd momentum {} {}", config.momentum, dtype_name(dtype)));
     }
@@ -104,15 +105,15 @@ TEST_CASE("unscale_and_check_: scales every grad and finds an injected inf or Na
     std::vector<Tensor> grads;
     for (size_t i = 0; i < kSizes.size(); ++i) {
       const DType dtype = std::vector<DType>{DType::f32, DType::bf16, DType::f16, DType::f64}[i % 4];
-      grads.push_back(ops::mul(random({kSizes[i]}, dtype, Device::cpu(), seed + i), 1000.0));
+      grads.push_back(nograd::mul(random({kSizes[i]}, dtype, Device::cpu(), seed + i), 1000.0));
     }
     return grads;
   };
   const std::vector<Tensor> cpu = fresh(700);
   std::vector<Tensor> gpu;
-  for (const Tensor& g : cpu) gpu.push_back(ops::to_device(g, kGpu));
-  CHECK_FALSE(ops::unscale_and_check_(cpu, inv_scale));
-  CHECK_FALSE(ops::unscale_and_check_(gpu, inv_scale));
+  for (const Tensor& g : cpu) gpu.push_back(nograd::to_device(g, kGpu));
+  CHECK_FALSE(nograd::unscale_and_check_(cpu, inv_scale));
+  CHECK_FALSE(nograd::unscale_and_check_(gpu, inv_scale));
   for (size_t i = 0; i < cpu.size(); ++i)
     check_close(gpu[i], cpu[i], 0.0, 0.0, fmt::format("unscaled grads[{}]", i));  // one multiply: exact
 
@@ -122,17 +123,17 @@ TEST_CASE("unscale_and_check_: scales every grad and finds an injected inf or Na
       {0, 0, inf}, {1, 2, nan}, {3, 16383, -inf}, {4, 16384, nan}, {5, 100002, inf}, {5, 50000, nan}};
   for (const auto& [tensor, element, value] : cases) {
     std::vector<Tensor> grads = fresh(800);
-    ops::copy_(ops::narrow(grads[tensor], 0, element, 1), full({1}, value, DType::f64));
+    nograd::copy_(nograd::narrow(grads[tensor], 0, element, 1), full({1}, value, DType::f64));
     std::vector<Tensor> on_gpu;
-    for (const Tensor& g : grads) on_gpu.push_back(ops::to_device(g, kGpu));
+    for (const Tensor& g : grads) on_gpu.push_back(nograd::to_device(g, kGpu));
     const std::string what = fmt::format("{} at grads[{}][{}]", value, tensor, element);
-    CHECK_MESSAGE(ops::unscale_and_check_(on_gpu, inv_scale), what);
-    CHECK_MESSAGE(ops::unscale_and_check_(grads, inv_scale), what);
+    CHECK_MESSAGE(nograd::unscale_and_check_(on_gpu, inv_scale), what);
+    CHECK_MESSAGE(nograd::unscale_and_check_(grads, inv_scale), what);
     for (size_t i = 0; i < grads.size(); ++i) check_close(on_gpu[i], grads[i], 0.0, 0.0, what);
     // The next call on the same (now scaled, still non-finite) grads finds it again: the flag is fresh.
-    CHECK_MESSAGE(ops::unscale_and_check_(on_gpu, 1.0), what);
+    CHECK_MESSAGE(nograd::unscale_and_check_(on_gpu, 1.0), what);
   }
-  CHECK_FALSE(ops::unscale_and_check_(std::vector<Tensor>{}, 0.5));
-  CHECK(error_of([&] { ops::unscale_and_check_({gpu[0], cpu[1]}, 0.5); }) ==
+  CHECK_FALSE(nograd::unscale_and_check_(std::vector<Tensor>{}, 0.5));
+  CHECK(error_of([&] { nograd::unscale_and_check_({gpu[0], cpu[1]}, 0.5); }) ==
         "unscale_and_check_: grads[1] is on cpu but grads[0] is on cuda:0");
 }

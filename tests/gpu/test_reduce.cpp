@@ -1,9 +1,10 @@
 // GPU reductions against the CPU path: sum, mean, max and argmax over every dim pattern, in every
 // dtype, along short rows (a warp each), long rows (split over blocks) and everything in between.
+#include "tensor/nograd/copy.h"
+#include "tensor/nograd/elementwise.h"
+#include "tensor/nograd/reduce.h"
+#include "tensor/nograd/views.h"
 #include "tests/gpu/gpu_test.h"
-#include "tensor/ops/elementwise.h"
-#include "tensor/ops/reduce.h"
-#include "tensor/ops/views.h"
 
 using namespace accel;
 using namespace accel::gpu_test;
@@ -27,41 +28,41 @@ TEST_CASE("reduce: sum, mean and max along each path of the kernels") {
                                      {4096, 4100}, {100, 7, 5}, {1, 2, 3, 4}};
   for (DType dtype : {DType::f32, DType::bf16, DType::f16, DType::f64}) {
     for (const Shape& shape : shapes) {
-      const Tensor x = random(shape, dtype, Device::cpu(), 90), xg = ops::to_device(x, kGpu);
+      const Tensor x = random(shape, dtype, Device::cpu(), 90), xg = nograd::to_device(x, kGpu);
       // The largest sum of |x| over a row: the scale of the rounding error of any row's sum.
-      const double magnitude = ops::max(ops::sum(ops::abs(ops::to_dtype(x, DType::f64)), {-1})).item();
+      const double magnitude = nograd::max(nograd::sum(nograd::abs(nograd::to_dtype(x, DType::f64)), {-1})).item();
       const int64_t inner = shape.back();
       const std::string what = fmt::format("{} {}", dtype_name(dtype), shape_str(shape));
-      check_close(ops::sum(xg, {-1}), ops::sum(x, {-1}), 0.0, sum_atol(dtype, inner, magnitude), "sum " + what);
-      check_close(ops::mean(xg, {-1}), ops::mean(x, {-1}), 0.0, sum_atol(dtype, inner, magnitude) / inner,
+      check_close(nograd::sum(xg, {-1}), nograd::sum(x, {-1}), 0.0, sum_atol(dtype, inner, magnitude), "sum " + what);
+      check_close(nograd::mean(xg, {-1}), nograd::mean(x, {-1}), 0.0, sum_atol(dtype, inner, magnitude) / inner,
                   "mean " + what);
-      check_close(ops::max(xg, {-1}), ops::max(x, {-1}), 0.0, 0.0, "max " + what);
-      check_close(ops::argmax(xg, -1), ops::argmax(x, -1), 0.0, 0.0, "argmax " + what);
+      check_close(nograd::max(xg, {-1}), nograd::max(x, {-1}), 0.0, 0.0, "max " + what);
+      check_close(nograd::argmax(xg, -1), nograd::argmax(x, -1), 0.0, 0.0, "argmax " + what);
     }
   }
 }
 
 TEST_CASE("reduce: other dims, keepdim and full reductions go through the same rows") {
-  const Tensor x = random({6, 50, 7}, DType::f32, Device::cpu(), 91), xg = ops::to_device(x, kGpu);
-  check_close(ops::sum(xg, {0, 2}, true), ops::sum(x, {0, 2}, true), 0.0, 1e-4);
-  check_close(ops::mean(xg, {1}), ops::mean(x, {1}), 0.0, 1e-5);
-  check_close(ops::max(xg, {0}), ops::max(x, {0}), 0.0, 0.0);
-  check_close(ops::argmax(xg, 1, true), ops::argmax(x, 1, true), 0.0, 0.0);
-  check_close(ops::sum(xg), ops::sum(x), 0.0, 1e-3);
-  const Tensor t = ops::transpose(xg, 0, 2);  // a strided input
-  check_close(ops::sum(t, {1}), ops::sum(ops::transpose(x, 0, 2), {1}), 0.0, 1e-4);
-  check_close(ops::sum_to_shape(xg, {50, 1}), ops::sum_to_shape(x, {50, 1}), 0.0, 1e-4);
+  const Tensor x = random({6, 50, 7}, DType::f32, Device::cpu(), 91), xg = nograd::to_device(x, kGpu);
+  check_close(nograd::sum(xg, {0, 2}, true), nograd::sum(x, {0, 2}, true), 0.0, 1e-4);
+  check_close(nograd::mean(xg, {1}), nograd::mean(x, {1}), 0.0, 1e-5);
+  check_close(nograd::max(xg, {0}), nograd::max(x, {0}), 0.0, 0.0);
+  check_close(nograd::argmax(xg, 1, true), nograd::argmax(x, 1, true), 0.0, 0.0);
+  check_close(nograd::sum(xg), nograd::sum(x), 0.0, 1e-3);
+  const Tensor t = nograd::transpose(xg, 0, 2);  // a strided input
+  check_close(nograd::sum(t, {1}), nograd::sum(nograd::transpose(x, 0, 2), {1}), 0.0, 1e-4);
+  check_close(nograd::sum_to_shape(xg, {50, 1}), nograd::sum_to_shape(x, {50, 1}), 0.0, 1e-4);
 }
 
 TEST_CASE("reduce: integer and bool sums widen to i64, and max keeps the dtype") {
   for (DType dtype : {DType::i32, DType::i64, DType::boolean}) {
     for (const Shape& shape : std::vector<Shape>{{7, 3}, {2, 100003}, {5000, 10}}) {
-      const Tensor x = random(shape, dtype, Device::cpu(), 92), xg = ops::to_device(x, kGpu);
-      const Tensor s = ops::sum(xg, {-1});
+      const Tensor x = random(shape, dtype, Device::cpu(), 92), xg = nograd::to_device(x, kGpu);
+      const Tensor s = nograd::sum(xg, {-1});
       CHECK(s.dtype() == DType::i64);
-      check_close(s, ops::sum(x, {-1}), 0.0);
-      check_close(ops::max(xg, {-1}), ops::max(x, {-1}), 0.0);
-      check_close(ops::argmax(xg, -1), ops::argmax(x, -1), 0.0);
+      check_close(s, nograd::sum(x, {-1}), 0.0);
+      check_close(nograd::max(xg, {-1}), nograd::max(x, {-1}), 0.0);
+      check_close(nograd::argmax(xg, -1), nograd::argmax(x, -1), 0.0);
     }
   }
 }
@@ -77,18 +78,18 @@ TEST_CASE("reduce: NaN wins max and argmax, and ties go to the first index") {
     p[1 * 20000 + 3] = 2.0f;
     p[1 * 20000 + 15000] = 2.0f;
     for (int j = 0; j < 20000; ++j) p[2 * 20000 + j] = -1.0f;
-    const Tensor xd = ops::to_dtype(x, dtype), xg = ops::to_device(xd, kGpu);
-    check_close(ops::max(xg, {1}), ops::max(xd, {1}), 0.0);
-    CHECK(ops::argmax(xg, 1).to_vector<int64_t>() == std::vector<int64_t>{17000, 3, 0});
-    CHECK(ops::argmax(xg, 1).to_vector<int64_t>() == ops::argmax(xd, 1).to_vector<int64_t>());
-    const Tensor short_rows = ops::narrow(xg, 1, 16990, 20);
-    CHECK(ops::argmax(short_rows, 1).to_vector<int64_t>() == std::vector<int64_t>{10, 0, 0});
+    const Tensor xd = nograd::to_dtype(x, dtype), xg = nograd::to_device(xd, kGpu);
+    check_close(nograd::max(xg, {1}), nograd::max(xd, {1}), 0.0);
+    CHECK(nograd::argmax(xg, 1).to_vector<int64_t>() == std::vector<int64_t>{17000, 3, 0});
+    CHECK(nograd::argmax(xg, 1).to_vector<int64_t>() == nograd::argmax(xd, 1).to_vector<int64_t>());
+    const Tensor short_rows = nograd::narrow(xg, 1, 16990, 20);
+    CHECK(nograd::argmax(short_rows, 1).to_vector<int64_t>() == std::vector<int64_t>{10, 0, 0});
   }
 }
 
 TEST_CASE("reduce: empty rows sum to zero and empty outputs launch nothing") {
   const Tensor e = empty({4, 0}, DType::f32, kGpu);
-  check_close(ops::sum(e, {1}), zeros({4}), 0.0);
-  CHECK(ops::sum(empty({0, 3}, DType::f32, kGpu), {1}).numel() == 0);
-  CHECK(std::isnan(ops::mean(e, {1}).to_vector<float>()[0]));
+  check_close(nograd::sum(e, {1}), zeros({4}), 0.0);
+  CHECK(nograd::sum(empty({0, 3}, DType::f32, kGpu), {1}).numel() == 0);
+  CHECK(std::isnan(nograd::mean(e, {1}).to_vector<float>()[0]));
 }

@@ -12,7 +12,7 @@
 #include <limits>
 
 #include "accel.h"
-#include "tensor/ops/views.h"
+#include "tensor/nograd/views.h"
 
 using namespace accel;
 namespace fs = std::filesystem;
@@ -51,7 +51,7 @@ struct TempDir {
 
 // The elements' bytes in row-major order: an exact comparison for every dtype, NaN payloads included.
 std::vector<uint8_t> bytes_of(const Tensor& t) {
-  Tensor c = ops::contiguous(t);
+  Tensor c = nograd::contiguous(t);
   const auto* p = static_cast<const uint8_t*>(c.data_ptr());
   return std::vector<uint8_t>(p, p + c.nbytes());
 }
@@ -230,10 +230,10 @@ TEST_CASE("every dtype round-trips through a file and through bytes, whatever th
     const Tensor base = patterned(dtype, {3, 4}, static_cast<uint8_t>(dtype) + 1);
     NamedTensors tensors = {
         {"plain", base},
-        {"transposed", ops::transpose(base, 0, 1)},                  // non-contiguous
-        {"column", ops::narrow(base, 1, 1, 2)},                      // non-contiguous with an offset
-        {"broadcast", ops::expand(ops::narrow(base, 0, 1, 1), {5, 4})},  // stride 0
-        {"scalar", ops::select(ops::select(base, 0, 2), 0, 3)},     // 0-d view at an offset
+        {"transposed", nograd::transpose(base, 0, 1)},                  // non-contiguous
+        {"column", nograd::narrow(base, 1, 1, 2)},                      // non-contiguous with an offset
+        {"broadcast", nograd::expand(nograd::narrow(base, 0, 1, 1), {5, 4})},  // stride 0
+        {"scalar", nograd::select(nograd::select(base, 0, 2), 0, 3)},     // 0-d view at an offset
         {"empty", empty({0, 3}, dtype)},
         {"empty_3d", empty({2, 0, 5}, dtype)},
     };

@@ -11,7 +11,7 @@
 #include "runtime/check_list.h"
 #include "runtime/collective_checks.h"
 #include "runtime/self_test.h"
-#include "tensor/ops/copy.h"
+#include "tensor/nograd/copy.h"
 
 using namespace accel;
 
@@ -60,7 +60,7 @@ class LoopbackCommunicator final : public Communicator {
   }
   Work start_barrier() override { return done(); }
   Work start_send(const Tensor& tensor, int, int tag) override {
-    mailbox_[tag] = ops::clone(tensor);
+    mailbox_[tag] = nograd::clone(tensor);
     return done();
   }
   Work start_recv(const Tensor& tensor, int, int tag) override {

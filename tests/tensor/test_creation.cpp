@@ -4,8 +4,8 @@
 #include <cmath>
 
 #include "accel.h"
-#include "tensor/ops/copy.h"
-#include "tensor/ops/reduce.h"
+#include "tensor/nograd/copy.h"
+#include "tensor/nograd/reduce.h"
 
 using namespace accel;
 
@@ -25,7 +25,7 @@ TEST_CASE("casts between every pair of dtypes keep small integers") {
   Tensor src = from_vector<double>({0, 1, 2, 3}, {4});
   for (DType a : kAllDTypes) {
     for (DType b : kAllDTypes) {
-      Tensor round_trip = ops::to_dtype(ops::to_dtype(ops::to_dtype(src, a), b), DType::f64);
+      Tensor round_trip = nograd::to_dtype(nograd::to_dtype(nograd::to_dtype(src, a), b), DType::f64);
       const bool through_bool = a == DType::boolean || b == DType::boolean;
       const std::vector<double> expected = through_bool ? std::vector<double>{0, 1, 1, 1} : std::vector<double>{0, 1, 2, 3};
       CHECK_MESSAGE(round_trip.to_vector<double>() == expected, dtype_name(a), " -> ", dtype_name(b));
@@ -35,7 +35,7 @@ TEST_CASE("casts between every pair of dtypes keep small integers") {
 
 TEST_CASE("f32 to f16 and bf16 tensor casts round to nearest even") {
   Tensor t = from_vector<float>({1.0f + std::ldexp(1.0f, -11), 1.0f + 3 * std::ldexp(1.0f, -11)});
-  auto h = ops::to_dtype(t, DType::f16).to_vector<Half>();
+  auto h = nograd::to_dtype(t, DType::f16).to_vector<Half>();
   CHECK(h[0].bits == 0x3c00);
   CHECK(h[1].bits == 0x3c02);
 }

@@ -8,13 +8,13 @@
 #include <limits>
 
 #include "accel.h"
-#include "tensor/ops/copy.h"
-#include "tensor/ops/elementwise.h"
-#include "tensor/ops/linear.h"
-#include "tensor/ops/matmul.h"
-#include "tensor/ops/nn_ops.h"
-#include "tensor/ops/reduce.h"
-#include "tensor/ops/views.h"
+#include "tensor/nograd/copy.h"
+#include "tensor/nograd/elementwise.h"
+#include "tensor/nograd/linear.h"
+#include "tensor/nograd/matmul.h"
+#include "tensor/nograd/nn_ops.h"
+#include "tensor/nograd/reduce.h"
+#include "tensor/nograd/views.h"
 
 using namespace accel;
 
@@ -22,14 +22,14 @@ namespace {
 
 Tensor random(const Shape& shape, uint64_t seed, DType dtype = DType::f64) {
   Generator gen(seed);
-  return ops::to_dtype(randn(shape, gen, DType::f64), dtype);
+  return nograd::to_dtype(randn(shape, gen, DType::f64), dtype);
 }
 
 // |got - want| <= atol + rtol * |want| everywhere, both read as f64.
 void check_close(const Tensor& got, const Tensor& want, double rtol, double atol) {
   REQUIRE(got.shape() == want.shape());
-  const auto g = ops::to_dtype(ops::contiguous(got), DType::f64).to_vector<double>();
-  const auto w = ops::to_dtype(ops::contiguous(want), DType::f64).to_vector<double>();
+  const auto g = nograd::to_dtype(nograd::contiguous(got), DType::f64).to_vector<double>();
+  const auto w = nograd::to_dtype(nograd::contiguous(want), DType::f64).to_vector<double>();
   int bad = 0;
   for (size_t i = 0; i < g.size(); ++i)
     if (!(std::abs(g[i] - w[i]) <= atol + rtol * std::abs(w[i])) && bad++ < 5)
@@ -40,10 +40,10 @@ void check_close(const Tensor& got, const Tensor& want, double rtol, double atol
 // x @ w^T + b by its definition, in f64.
 Tensor linear_reference(const Tensor& x, const Tensor& w, const Tensor& b) {
   const int64_t in = w.size(1), out = w.size(0);
-  const auto xv = ops::to_dtype(ops::contiguous(x), DType::f64).to_vector<double>();
-  const auto wv = ops::to_dtype(ops::contiguous(w), DType::f64).to_vector<double>();
+  const auto xv = nograd::to_dtype(nograd::contiguous(x), DType::f64).to_vector<double>();
+  const auto wv = nograd::to_dtype(nograd::contiguous(w), DType::f64).to_vector<double>();
   const std::vector<double> bv =
-      b.defined() ? ops::to_dtype(ops::contiguous(b), DType::f64).to_vector<double>() : std::vector<double>(out, 0.0);
+      b.defined() ? nograd::to_dtype(nograd::contiguous(b), DType::f64).to_vector<double>() : std::vector<double>(out, 0.0);
   const int64_t rows = x.numel() / std::max<int64_t>(in, 1);
   std::vector<double> y(static_cast<size_t>(rows * out));
   for (int64_t r = 0; r < rows; ++r)
@@ -68,11 +68,11 @@ Tensor fake_cuda(const Shape& shape) {
 // The chain causal_softmax replaces: softmax(masked_fill(x * scale, j > i + Tk - Tq, -inf), -1).
 Tensor causal_reference(const Tensor& x, double scale) {
   const int64_t tq = x.size(-2), tk = x.size(-1);
-  const Tensor keys = ops::view(arange(tk), {1, tk});
-  const Tensor last_seen = ops::view(arange(static_cast<double>(tk - tq), static_cast<double>(tk)), {tq, 1});
+  const Tensor keys = nograd::view(arange(tk), {1, tk});
+  const Tensor last_seen = nograd::view(arange(static_cast<double>(tk - tq), static_cast<double>(tk)), {tq, 1});
   const Tensor masked =
-      ops::masked_fill(ops::mul(x, scale), ops::gt(keys, last_seen), -std::numeric_limits<double>::infinity());
-  return ops::softmax(masked, -1);
+      nograd::masked_fill(nograd::mul(x, scale), nograd::gt(keys, last_seen), -std::numeric_limits<double>::infinity());
+  return nograd::softmax(masked, -1);
 }
 
 }  // namespace
@@ -83,91 +83,91 @@ TEST_CASE("linear equals x @ w^T + b for odd sizes, batched and strided inputs, 
   for (const auto& [rows, in, out] : sizes) {
     INFO(rows << " x " << in << " -> " << out);
     const Tensor x = random({rows, in}, seed++), w = random({out, in}, seed++), b = random({out}, seed++);
-    check_close(ops::linear(x, w, b), linear_reference(x, w, b), 1e-12, 1e-12);
-    check_close(ops::linear(x, w, Tensor()), linear_reference(x, w, Tensor()), 1e-12, 1e-12);
+    check_close(nograd::linear(x, w, b), linear_reference(x, w, b), 1e-12, 1e-12);
+    check_close(nograd::linear(x, w, Tensor()), linear_reference(x, w, Tensor()), 1e-12, 1e-12);
   }
   // Leading dims fold into rows; a 1-d x is one row.
   const Tensor w = random({6, 4}, 20), b = random({6}, 21);
   const Tensor x3 = random({2, 3, 4}, 22);
-  const Tensor y3 = ops::linear(x3, w, b);
+  const Tensor y3 = nograd::linear(x3, w, b);
   CHECK(y3.shape() == Shape{2, 3, 6});
   check_close(y3, linear_reference(x3, w, b), 1e-12, 1e-12);
   const Tensor x1 = random({4}, 23);
-  CHECK(ops::linear(x1, w, b).shape() == Shape{6});
-  check_close(ops::linear(x1, w, b), linear_reference(x1, w, b), 1e-12, 1e-12);
+  CHECK(nograd::linear(x1, w, b).shape() == Shape{6});
+  check_close(nograd::linear(x1, w, b), linear_reference(x1, w, b), 1e-12, 1e-12);
   // Strided operands are read as they are: a transposed x, a transposed weight, a strided bias.
-  const Tensor xt = ops::transpose(random({4, 5}, 24), 0, 1);               // [5, 4], column-major
-  const Tensor wt = ops::transpose(random({4, 6}, 25), 0, 1);               // [6, 4], column-major
-  const Tensor bs = ops::slice(random({12}, 26), 0, 0, 12, 2);              // [6], stride 2
-  const Tensor xp = ops::permute(random({3, 4, 2}, 27), {0, 2, 1});         // [3, 2, 4], must be copied to fold
-  check_close(ops::linear(xt, wt, bs), linear_reference(xt, wt, bs), 1e-12, 1e-12);
-  check_close(ops::linear(xp, w, b), linear_reference(xp, w, b), 1e-12, 1e-12);
+  const Tensor xt = nograd::transpose(random({4, 5}, 24), 0, 1);               // [5, 4], column-major
+  const Tensor wt = nograd::transpose(random({4, 6}, 25), 0, 1);               // [6, 4], column-major
+  const Tensor bs = nograd::slice(random({12}, 26), 0, 0, 12, 2);              // [6], stride 2
+  const Tensor xp = nograd::permute(random({3, 4, 2}, 27), {0, 2, 1});         // [3, 2, 4], must be copied to fold
+  check_close(nograd::linear(xt, wt, bs), linear_reference(xt, wt, bs), 1e-12, 1e-12);
+  check_close(nograd::linear(xp, w, b), linear_reference(xp, w, b), 1e-12, 1e-12);
   // Empty dims: no rows, or no inputs (the output is the bias).
-  CHECK(ops::linear(random({0, 4}, 28), w, b).shape() == Shape{0, 6});
-  const Tensor no_in = ops::linear(random({3, 0}, 29), random({6, 0}, 30), b);
-  check_close(no_in, ops::expand(b, {3, 6}), 0, 0);
+  CHECK(nograd::linear(random({0, 4}, 28), w, b).shape() == Shape{0, 6});
+  const Tensor no_in = nograd::linear(random({3, 0}, 29), random({6, 0}, 30), b);
+  check_close(no_in, nograd::expand(b, {3, 6}), 0, 0);
 }
 
 TEST_CASE("linear in f32 is threaded and agrees with f64; f16/bf16 compute in f32 and round once") {
   // Large enough that Eigen splits the GEMM and the bias fill runs on every thread.
   const Tensor x = random({300, 130}, 31, DType::f32), w = random({150, 130}, 32, DType::f32),
                b = random({150}, 33, DType::f32);
-  const Tensor y = ops::linear(x, w, b);
+  const Tensor y = nograd::linear(x, w, b);
   CHECK(y.dtype() == DType::f32);
   check_close(y, linear_reference(x, w, b), 1e-5, 1e-4);
   for (DType half : {DType::f16, DType::bf16}) {
     INFO(dtype_name(half));
-    const Tensor xh = ops::to_dtype(ops::narrow(x, 0, 0, 9), half), wh = ops::to_dtype(w, half),
-                 bh = ops::to_dtype(b, half);
-    const Tensor yh = ops::linear(xh, wh, bh);
+    const Tensor xh = nograd::to_dtype(nograd::narrow(x, 0, 0, 9), half), wh = nograd::to_dtype(w, half),
+                 bh = nograd::to_dtype(b, half);
+    const Tensor yh = nograd::linear(xh, wh, bh);
     CHECK(yh.dtype() == half);
     // The f32 result of the same (rounded) inputs, rounded once to the half type.
-    const Tensor want = ops::to_dtype(
-        ops::linear(ops::to_dtype(xh, DType::f32), ops::to_dtype(wh, DType::f32), ops::to_dtype(bh, DType::f32)), half);
+    const Tensor want = nograd::to_dtype(
+        nograd::linear(nograd::to_dtype(xh, DType::f32), nograd::to_dtype(wh, DType::f32), nograd::to_dtype(bh, DType::f32)), half);
     check_close(yh, want, half == DType::f16 ? 1e-3 : 1e-2, 1e-3);
   }
 }
 
 TEST_CASE("linear errors name the op and the shapes, dtypes or devices") {
   const Tensor x = zeros({2, 4}), w = zeros({3, 4}), b = zeros({3});
-  CHECK_THROWS_WITH_AS(ops::linear(Tensor(), w, b), "linear: got an undefined x or weight", Error);
-  CHECK_THROWS_WITH_AS(ops::linear(x, Tensor(), b), "linear: got an undefined x or weight", Error);
-  CHECK_THROWS_WITH_AS(ops::linear(x, zeros({3, 4, 1}), b), "linear: weight must be [out, in], got [3, 4, 1]", Error);
-  CHECK_THROWS_WITH_AS(ops::linear(zeros({2, 5}), w, b),
+  CHECK_THROWS_WITH_AS(nograd::linear(Tensor(), w, b), "linear: got an undefined x or weight", Error);
+  CHECK_THROWS_WITH_AS(nograd::linear(x, Tensor(), b), "linear: got an undefined x or weight", Error);
+  CHECK_THROWS_WITH_AS(nograd::linear(x, zeros({3, 4, 1}), b), "linear: weight must be [out, in], got [3, 4, 1]", Error);
+  CHECK_THROWS_WITH_AS(nograd::linear(zeros({2, 5}), w, b),
                        "linear: input [2, 5] does not end in in_features 4 of weight [3, 4]", Error);
-  CHECK_THROWS_WITH_AS(ops::linear(scalar_tensor(1.0), w, b),
+  CHECK_THROWS_WITH_AS(nograd::linear(scalar_tensor(1.0), w, b),
                        "linear: input [] does not end in in_features 4 of weight [3, 4]", Error);
-  CHECK_THROWS_WITH_AS(ops::linear(x, w, zeros({4})), "linear: bias [4] does not match out_features 3", Error);
-  CHECK_THROWS_WITH_AS(ops::linear(x, zeros({3, 4}, DType::f64), b), "linear: dtypes differ: x is f32, weight is f64",
+  CHECK_THROWS_WITH_AS(nograd::linear(x, w, zeros({4})), "linear: bias [4] does not match out_features 3", Error);
+  CHECK_THROWS_WITH_AS(nograd::linear(x, zeros({3, 4}, DType::f64), b), "linear: dtypes differ: x is f32, weight is f64",
                        Error);
-  CHECK_THROWS_WITH_AS(ops::linear(x, w, zeros({3}, DType::bf16)), "linear: dtypes differ: x is f32, bias is bf16",
+  CHECK_THROWS_WITH_AS(nograd::linear(x, w, zeros({3}, DType::bf16)), "linear: dtypes differ: x is f32, bias is bf16",
                        Error);
-  CHECK_THROWS_WITH_AS(ops::linear(x, fake_cuda({3, 4}), b), "linear: devices differ: x is on cpu, weight on cuda:0",
+  CHECK_THROWS_WITH_AS(nograd::linear(x, fake_cuda({3, 4}), b), "linear: devices differ: x is on cpu, weight on cuda:0",
                        Error);
-  CHECK_THROWS_WITH_AS(ops::linear(zeros({2, 4}, DType::i64), zeros({3, 4}, DType::i64), Tensor()),
+  CHECK_THROWS_WITH_AS(nograd::linear(zeros({2, 4}, DType::i64), zeros({3, 4}, DType::i64), Tensor()),
                        "linear: unsupported dtype i64, expected a floating dtype (f64, f32, f16, bf16)", Error);
 }
 
 TEST_CASE("relu_backward passes the grad where the output is positive, in every dtype and layout") {
   const Tensor y = from_vector<double>({0.0, 2.0, -0.0, 1e-300, std::nan(""), 3.0}, {2, 3});
   const Tensor g = from_vector<double>({1.0, 2.0, 3.0, 4.0, 5.0, 6.0}, {2, 3});
-  CHECK(ops::relu_backward(g, y).to_vector<double>() == std::vector<double>{0.0, 2.0, 0.0, 4.0, 0.0, 6.0});
+  CHECK(nograd::relu_backward(g, y).to_vector<double>() == std::vector<double>{0.0, 2.0, 0.0, 4.0, 0.0, 6.0});
   // Equals the where(y > 0, g, 0) chain it replaces, for a large strided f32 input (threaded).
-  const Tensor yt = ops::transpose(ops::relu(random({300, 200}, 40, DType::f32)), 0, 1);
+  const Tensor yt = nograd::transpose(nograd::relu(random({300, 200}, 40, DType::f32)), 0, 1);
   const Tensor gt = random({200, 300}, 41, DType::f32);
-  const Tensor chain = ops::where(ops::gt(yt, 0.0), gt, scalar_tensor(0.0));
-  CHECK(ops::relu_backward(gt, yt).to_vector<float>() == ops::contiguous(chain).to_vector<float>());
-  const Tensor yh = ops::to_dtype(y, DType::bf16), gh = ops::to_dtype(g, DType::bf16);
-  CHECK(ops::to_dtype(ops::relu_backward(gh, yh), DType::f64).to_vector<double>() ==
+  const Tensor chain = nograd::where(nograd::gt(yt, 0.0), gt, scalar_tensor(0.0));
+  CHECK(nograd::relu_backward(gt, yt).to_vector<float>() == nograd::contiguous(chain).to_vector<float>());
+  const Tensor yh = nograd::to_dtype(y, DType::bf16), gh = nograd::to_dtype(g, DType::bf16);
+  CHECK(nograd::to_dtype(nograd::relu_backward(gh, yh), DType::f64).to_vector<double>() ==
         std::vector<double>{0.0, 2.0, 0.0, 0.0, 0.0, 6.0});  // 1e-300 is 0 in bf16
 
-  CHECK_THROWS_WITH_AS(ops::relu_backward(zeros({2, 3}), zeros({1, 3})),
+  CHECK_THROWS_WITH_AS(nograd::relu_backward(zeros({2, 3}), zeros({1, 3})),
                        "relu_backward: grad [2, 3] and output [1, 3] differ in shape", Error);
-  CHECK_THROWS_WITH_AS(ops::relu_backward(zeros({2}), zeros({2}, DType::f64)),
+  CHECK_THROWS_WITH_AS(nograd::relu_backward(zeros({2}), zeros({2}, DType::f64)),
                        "relu_backward: dtypes differ: f32 [2] vs f64 [2]; cast one with to_dtype", Error);
-  CHECK_THROWS_WITH_AS(ops::relu_backward(zeros({2}, DType::i32), zeros({2}, DType::i32)),
+  CHECK_THROWS_WITH_AS(nograd::relu_backward(zeros({2}, DType::i32), zeros({2}, DType::i32)),
                        "relu_backward: unsupported dtype i32, expected a floating dtype", Error);
-  CHECK_THROWS_WITH_AS(ops::relu_backward(Tensor(), zeros({2})), "relu_backward: got an undefined tensor", Error);
+  CHECK_THROWS_WITH_AS(nograd::relu_backward(Tensor(), zeros({2})), "relu_backward: got an undefined tensor", Error);
 }
 
 TEST_CASE("causal_softmax equals scale, masked_fill(-inf) and softmax, for square and rectangular scores") {
@@ -175,7 +175,7 @@ TEST_CASE("causal_softmax equals scale, masked_fill(-inf) and softmax, for squar
     INFO(shape_str(shape));
     const Tensor x = random(shape, 50);
     for (double scale : {1.0, 0.25, -2.0}) {
-      const Tensor y = ops::causal_softmax(x, scale);
+      const Tensor y = nograd::causal_softmax(x, scale);
       check_close(y, causal_reference(x, scale), 1e-13, 1e-15);
       // Masked entries are exactly 0, not merely small.
       const int64_t tq = shape[shape.size() - 2], tk = shape.back();
@@ -188,57 +188,57 @@ TEST_CASE("causal_softmax equals scale, masked_fill(-inf) and softmax, for squar
   }
   // f32 through the vectorised rows, threaded (64 * 64 * 64 elements), and from a strided input.
   const Tensor x32 = random({8, 8, 64, 64}, 51, DType::f32);
-  check_close(ops::causal_softmax(x32, 0.125), causal_reference(x32, 0.125), 1e-5, 1e-7);
-  const Tensor xt = ops::transpose(random({3, 6, 6}, 52), 1, 2);
-  check_close(ops::causal_softmax(xt, 0.5), causal_reference(xt, 0.5), 1e-13, 1e-15);
+  check_close(nograd::causal_softmax(x32, 0.125), causal_reference(x32, 0.125), 1e-5, 1e-7);
+  const Tensor xt = nograd::transpose(random({3, 6, 6}, 52), 1, 2);
+  check_close(nograd::causal_softmax(xt, 0.5), causal_reference(xt, 0.5), 1e-13, 1e-15);
   // Halves compute in f32 and round once.
   const Tensor xh = random({2, 5, 5}, 53, DType::bf16);
-  check_close(ops::causal_softmax(xh, 0.5),
-              ops::to_dtype(ops::causal_softmax(ops::to_dtype(xh, DType::f32), 0.5), DType::bf16), 0, 0);
+  check_close(nograd::causal_softmax(xh, 0.5),
+              nograd::to_dtype(nograd::causal_softmax(nograd::to_dtype(xh, DType::f32), 0.5), DType::bf16), 0, 0);
   // A huge score does not overflow: the row max is subtracted.
   const Tensor big = from_vector<double>({1000.0, 0.0, 1000.0, 1000.0}, {2, 2});
-  CHECK(ops::causal_softmax(big, 1.0).to_vector<double>() == std::vector<double>{1.0, 0.0, 0.5, 0.5});
+  CHECK(nograd::causal_softmax(big, 1.0).to_vector<double>() == std::vector<double>{1.0, 0.0, 0.5, 0.5});
 }
 
 TEST_CASE("causal_softmax_backward is scale times the softmax Jacobian-vector product, 0 on the mask") {
   const Tensor x = random({2, 6, 8}, 60), g = random({2, 6, 8}, 61);
   const double scale = 0.3;
-  const Tensor y = ops::causal_softmax(x, scale);
+  const Tensor y = nograd::causal_softmax(x, scale);
   // The chain it replaces: softmax_backward, then masked_fill's backward (0 on the mask), then * scale.
-  const Tensor want = ops::mul(ops::softmax_backward(g, y, -1), scale);
-  const Tensor got = ops::causal_softmax_backward(g, y, scale);
+  const Tensor want = nograd::mul(nograd::softmax_backward(g, y, -1), scale);
+  const Tensor got = nograd::causal_softmax_backward(g, y, scale);
   check_close(got, want, 1e-12, 1e-14);
   const auto v = got.to_vector<double>();
   for (size_t e = 0; e < v.size(); ++e)
     if (static_cast<int64_t>(e) % 8 > static_cast<int64_t>(e) / 8 % 6 + 2) CHECK(v[e] == 0.0);
-  const Tensor y32 = ops::to_dtype(y, DType::f32), g32 = ops::to_dtype(g, DType::f32);
-  check_close(ops::causal_softmax_backward(g32, y32, scale), want, 1e-5, 1e-6);
-  const Tensor yh = ops::to_dtype(y, DType::f16), gh = ops::to_dtype(g, DType::f16);
-  check_close(ops::causal_softmax_backward(gh, yh, scale), want, 1e-2, 1e-3);
+  const Tensor y32 = nograd::to_dtype(y, DType::f32), g32 = nograd::to_dtype(g, DType::f32);
+  check_close(nograd::causal_softmax_backward(g32, y32, scale), want, 1e-5, 1e-6);
+  const Tensor yh = nograd::to_dtype(y, DType::f16), gh = nograd::to_dtype(g, DType::f16);
+  check_close(nograd::causal_softmax_backward(gh, yh, scale), want, 1e-2, 1e-3);
 }
 
 TEST_CASE("causal_softmax errors name the op and the values") {
-  CHECK_THROWS_WITH_AS(ops::causal_softmax(Tensor(), 1.0), "causal_softmax: x is undefined", Error);
-  CHECK_THROWS_WITH_AS(ops::causal_softmax(zeros({3}), 1.0),
+  CHECK_THROWS_WITH_AS(nograd::causal_softmax(Tensor(), 1.0), "causal_softmax: x is undefined", Error);
+  CHECK_THROWS_WITH_AS(nograd::causal_softmax(zeros({3}), 1.0),
                        "causal_softmax: x must be [..., Tq, Tk] with at least 2 dims, got [3]", Error);
-  CHECK_THROWS_WITH_AS(ops::causal_softmax(zeros({2, 4, 3}), 1.0),
+  CHECK_THROWS_WITH_AS(nograd::causal_softmax(zeros({2, 4, 3}), 1.0),
                        "causal_softmax: x [2, 4, 3] has more queries (4) than keys (3); the first rows would see "
                        "nothing",
                        Error);
-  CHECK_THROWS_WITH_AS(ops::causal_softmax(zeros({2, 2}, DType::i64), 1.0),
+  CHECK_THROWS_WITH_AS(nograd::causal_softmax(zeros({2, 2}, DType::i64), 1.0),
                        "causal_softmax: unsupported dtype i64, expected a floating dtype (f64, f32, f16, bf16)", Error);
-  CHECK_THROWS_WITH_AS(ops::causal_softmax(zeros({2, 2}), std::numeric_limits<double>::infinity()),
+  CHECK_THROWS_WITH_AS(nograd::causal_softmax(zeros({2, 2}), std::numeric_limits<double>::infinity()),
                        "causal_softmax: scale must be finite, got inf", Error);
   const Tensor y = zeros({3, 3});
-  CHECK_THROWS_WITH_AS(ops::causal_softmax_backward(Tensor(), y, 1.0), "causal_softmax_backward: grad_out is undefined",
+  CHECK_THROWS_WITH_AS(nograd::causal_softmax_backward(Tensor(), y, 1.0), "causal_softmax_backward: grad_out is undefined",
                        Error);
-  CHECK_THROWS_WITH_AS(ops::causal_softmax_backward(y, Tensor(), 1.0), "causal_softmax_backward: out is undefined",
+  CHECK_THROWS_WITH_AS(nograd::causal_softmax_backward(y, Tensor(), 1.0), "causal_softmax_backward: out is undefined",
                        Error);
-  CHECK_THROWS_WITH_AS(ops::causal_softmax_backward(zeros({3, 3}, DType::f64), y, 1.0),
+  CHECK_THROWS_WITH_AS(nograd::causal_softmax_backward(zeros({3, 3}, DType::f64), y, 1.0),
                        "causal_softmax_backward: grad_out is f64 but out is f32; they must match", Error);
-  CHECK_THROWS_WITH_AS(ops::causal_softmax_backward(zeros({3, 4}), zeros({4, 4}), 1.0),
+  CHECK_THROWS_WITH_AS(nograd::causal_softmax_backward(zeros({3, 4}), zeros({4, 4}), 1.0),
                        "causal_softmax_backward: grad_out [3, 4] and out [4, 4] differ in shape", Error);
-  CHECK_THROWS_WITH_AS(ops::causal_softmax_backward(zeros({4, 3}), zeros({4, 3}), 1.0),
+  CHECK_THROWS_WITH_AS(nograd::causal_softmax_backward(zeros({4, 3}), zeros({4, 3}), 1.0),
                        "causal_softmax_backward: out [4, 3] has more queries (4) than keys (3); the first rows would "
                        "see nothing",
                        Error);
@@ -280,21 +280,21 @@ TEST_CASE("sums and means over leading or middle dims of contiguous tensors matc
     INFO("dims " << shape_str(dims));
     std::vector<int64_t> normal;
     for (int64_t d : dims) normal.push_back(d < 0 ? d + 4 : d);
-    check_close(ops::sum(x, dims), reference(normal, false), 1e-13, 1e-13);
-    check_close(ops::mean(x, dims), reference(normal, true), 1e-13, 1e-13);
+    check_close(nograd::sum(x, dims), reference(normal, false), 1e-13, 1e-13);
+    check_close(nograd::mean(x, dims), reference(normal, true), 1e-13, 1e-13);
     Shape kept = shape;
     for (int64_t d : normal) kept[d] = 1;
-    CHECK(ops::sum(x, dims, true).shape() == kept);
+    CHECK(nograd::sum(x, dims, true).shape() == kept);
   }
   // The bias grad of a linear layer: f32 [rows, out] over rows, threaded, accumulated in f64.
-  const Tensor g = ops::add(random({1000, 300}, 71, DType::f32), 1000.0);
-  const Tensor want = ops::sum(ops::to_dtype(g, DType::f64), {0});
-  check_close(ops::sum(g, {0}), want, 1e-7, 0);
+  const Tensor g = nograd::add(random({1000, 300}, 71, DType::f32), 1000.0);
+  const Tensor want = nograd::sum(nograd::to_dtype(g, DType::f64), {0});
+  check_close(nograd::sum(g, {0}), want, 1e-7, 0);
   // Halves round the f64 sum once; an empty reduced dim gives 0 (sum) and NaN (mean).
-  const Tensor gh = ops::to_dtype(ops::narrow(g, 0, 0, 7), DType::bf16);
-  const Tensor want_h = ops::to_dtype(ops::sum(ops::to_dtype(gh, DType::f64), {0}), DType::bf16);
-  CHECK(ops::to_dtype(ops::sum(gh, {0}), DType::f64).to_vector<double>() ==
-        ops::to_dtype(want_h, DType::f64).to_vector<double>());
-  CHECK(ops::sum(zeros({0, 3}), {0}).to_vector<float>() == std::vector<float>(3, 0.0f));
-  for (float m : ops::mean(zeros({0, 3}), {0}).to_vector<float>()) CHECK(std::isnan(m));
+  const Tensor gh = nograd::to_dtype(nograd::narrow(g, 0, 0, 7), DType::bf16);
+  const Tensor want_h = nograd::to_dtype(nograd::sum(nograd::to_dtype(gh, DType::f64), {0}), DType::bf16);
+  CHECK(nograd::to_dtype(nograd::sum(gh, {0}), DType::f64).to_vector<double>() ==
+        nograd::to_dtype(want_h, DType::f64).to_vector<double>());
+  CHECK(nograd::sum(zeros({0, 3}), {0}).to_vector<float>() == std::vector<float>(3, 0.0f));
+  for (float m : nograd::mean(zeros({0, 3}), {0}).to_vector<float>()) CHECK(std::isnan(m));
 }

@@ -10,7 +10,7 @@
 
 #include "runtime/bench/bench_check.h"
 #include "tensor/creation.h"
-#include "tensor/ops/views.h"
+#include "tensor/nograd/views.h"
 
 using namespace accel;
 using namespace accel::bench;
@@ -115,7 +115,7 @@ TEST_CASE("count_wrong: 0 on the exact result, and each corrupted element counte
             CHECK(count_wrong(c, out) == 2);
             p[n - 1] = bumped(p[n - 1]);
             CHECK(count_wrong(c, out) == 3);
-            poison(ops::narrow(out, 0, 10, 5));  // elements 10..14; none of them was corrupted yet
+            poison(nograd::narrow(out, 0, 10, 5));  // elements 10..14; none of them was corrupted yet
             CHECK(count_wrong(c, out) == 8);
             poison(out);
             CHECK(count_wrong(c, out) == n);

@@ -15,7 +15,7 @@
 #include "runtime/bench/bench_check.h"
 #include "runtime/bench/collective_bench.h"
 #include "runtime/bench/raw_mpi_backend.h"
-#include "tensor/ops/views.h"
+#include "tensor/nograd/views.h"
 
 using namespace accel;
 using namespace accel::bench;
@@ -47,7 +47,7 @@ class Corrupting final : public BenchBackend {
   void run(const BenchCall& call) override {
     inner_.run(call);
     const Tensor r = inner_.result(call);
-    for (int64_t i : positions(r.numel())) poison(ops::narrow(r, 0, i, 1));
+    for (int64_t i : positions(r.numel())) poison(nograd::narrow(r, 0, i, 1));
   }
   Tensor result(const BenchCall& call) const override { return inner_.result(call); }
   static std::vector<int64_t> positions(int64_t n) {

@@ -1,6 +1,6 @@
 // Fused optimizer entry points: check the hyper-parameters and that the lists line up (length, shape,
 // dtype, device, layout) once, then dispatch the whole list to the CPU loop or the CUDA kernel.
-#include "tensor/ops/optim_ops.h"
+#include "tensor/nograd/optim_ops.h"
 
 #include <fmt/format.h>
 
@@ -8,13 +8,13 @@
 
 #include "tensor/cpu/optim.h"
 #include "tensor/dispatch.h"
-#include "tensor/ops/views.h"
+#include "tensor/nograd/views.h"
 
 #if ACCEL_WITH_CUDA
 #include "tensor/cuda/optim.h"
 #endif
 
-namespace accel::ops {
+namespace accel::nograd {
 
 namespace {
 
@@ -149,4 +149,4 @@ bool unscale_and_check_(const std::vector<Tensor>& grads, double inv_scale) {
 #endif
 }
 
-}  // namespace accel::ops
+}  // namespace accel::nograd

@@ -6,7 +6,7 @@
 
 #include "tensor/tensor.h"
 
-namespace accel::ops {
+namespace accel::nograd {
 
 struct SgdConfig {
   double lr = 0.01;
@@ -36,4 +36,4 @@ void adamw_step_(const std::vector<Tensor>& params, const std::vector<Tensor>& g
 // device; on CUDA one pass over all of them writes a device flag that is read back once.
 bool unscale_and_check_(const std::vector<Tensor>& grads, double inv_scale);
 
-}  // namespace accel::ops
+}  // namespace accel::nograd

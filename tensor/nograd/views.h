@@ -6,7 +6,7 @@
 
 #include "tensor/tensor.h"
 
-namespace accel::ops {
+namespace accel::nograd {
 
 // shape may hold one -1, inferred from numel. view throws when the strides do not allow it.
 Tensor view(const Tensor& t, const Shape& shape);
@@ -29,4 +29,4 @@ std::vector<Tensor> split(const Tensor& t, const std::vector<int64_t>& sizes, in
 // t itself when already contiguous, else a contiguous copy.
 Tensor contiguous(const Tensor& t);
 
-}  // namespace accel::ops
+}  // namespace accel::nograd

@@ -1,6 +1,6 @@
 // Raw linear entry point: checks the operands once, folds x's leading dims into GEMM rows and
 // dispatches: the CPU's fused kernel, or on CUDA one cuBLASLt GEMM with the bias in its epilogue.
-#include "tensor/ops/linear.h"
+#include "tensor/nograd/linear.h"
 
 #include <fmt/format.h>
 
@@ -8,15 +8,15 @@
 #include "tensor/cpu/matmul.h"
 #include "tensor/creation.h"
 #include "tensor/dispatch.h"
-#include "tensor/ops/elementwise.h"
-#include "tensor/ops/matmul.h"
-#include "tensor/ops/views.h"
+#include "tensor/nograd/elementwise.h"
+#include "tensor/nograd/matmul.h"
+#include "tensor/nograd/views.h"
 
 #if ACCEL_WITH_CUDA
 #include "tensor/cuda/matmul.h"
 #endif
 
-namespace accel::ops {
+namespace accel::nograd {
 
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   if (!x.defined() || !weight.defined()) throw Error("linear: got an undefined x or weight");
@@ -60,4 +60,4 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
 #endif
 }
 
-}  // namespace accel::ops
+}  // namespace accel::nograd

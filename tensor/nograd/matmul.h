@@ -4,8 +4,8 @@
 
 #include "tensor/tensor.h"
 
-namespace accel::ops {
+namespace accel::nograd {
 
 Tensor matmul(const Tensor& a, const Tensor& b);
 
-}  // namespace accel::ops
+}  // namespace accel::nograd

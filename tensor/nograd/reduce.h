@@ -6,7 +6,7 @@
 
 #include "tensor/tensor.h"
 
-namespace accel::ops {
+namespace accel::nograd {
 
 Tensor sum(const Tensor& t, const std::vector<int64_t>& dims, bool keepdim = false);
 Tensor sum(const Tensor& t);
@@ -19,4 +19,4 @@ Tensor argmax(const Tensor& t, int64_t dim, bool keepdim = false);
 // Sums t down to shape, undoing a broadcast (the backward of every broadcasting op).
 Tensor sum_to_shape(const Tensor& t, const Shape& shape);
 
-}  // namespace accel::ops
+}  // namespace accel::nograd

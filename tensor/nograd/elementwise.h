@@ -4,7 +4,7 @@
 
 #include "tensor/tensor.h"
 
-namespace accel::ops {
+namespace accel::nograd {
 
 Tensor add(const Tensor& a, const Tensor& b);
 Tensor sub(const Tensor& a, const Tensor& b);
@@ -62,4 +62,4 @@ void mul_(const Tensor& self, double value);
 void fill_(const Tensor& self, double value);
 void zero_(const Tensor& self);
 
-}  // namespace accel::ops
+}  // namespace accel::nograd

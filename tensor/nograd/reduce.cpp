@@ -1,5 +1,5 @@
 // Raw reductions: move the reduced dims to the end, make the rows contiguous, reduce each row.
-#include "tensor/ops/reduce.h"
+#include "tensor/nograd/reduce.h"
 
 #include <fmt/format.h>
 
@@ -9,14 +9,14 @@
 #include "tensor/cpu/reduce.h"
 #include "tensor/creation.h"
 #include "tensor/dispatch.h"
-#include "tensor/ops/copy.h"
-#include "tensor/ops/views.h"
+#include "tensor/nograd/copy.h"
+#include "tensor/nograd/views.h"
 
 #if ACCEL_WITH_CUDA
 #include "tensor/cuda/reduce.h"
 #endif
 
-namespace accel::ops {
+namespace accel::nograd {
 
 namespace {
 
@@ -150,4 +150,4 @@ Tensor sum_to_shape(const Tensor& t, const Shape& shape) {
   return reshape(sum(t, dims, true), shape);
 }
 
-}  // namespace accel::ops
+}  // namespace accel::nograd

@@ -1,5 +1,5 @@
 // Raw copy ops: entry points check shapes and devices, then dispatch to the CPU or CUDA copy.
-#include "tensor/ops/copy.h"
+#include "tensor/nograd/copy.h"
 
 #include <fmt/format.h>
 
@@ -8,14 +8,14 @@
 #include "tensor/cpu/index_select.h"
 #include "tensor/creation.h"
 #include "tensor/dispatch.h"
-#include "tensor/ops/views.h"
+#include "tensor/nograd/views.h"
 
 #if ACCEL_WITH_CUDA
 #include "tensor/cuda/copy.h"
 #include "tensor/cuda/index_select.h"
 #endif
 
-namespace accel::ops {
+namespace accel::nograd {
 
 void copy_(const Tensor& dst, const Tensor& src) {
   ACCEL_CHECK(dst.defined() && src.defined(), "copy_: undefined tensor");
@@ -113,4 +113,4 @@ Tensor index_select(const Tensor& t, int64_t dim, const Tensor& index) {
   return out;
 }
 
-}  // namespace accel::ops
+}  // namespace accel::nograd

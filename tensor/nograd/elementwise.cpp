@@ -1,5 +1,5 @@
 // Raw elementwise entry points: check dtypes, devices and broadcast shapes once, then dispatch.
-#include "tensor/ops/elementwise.h"
+#include "tensor/nograd/elementwise.h"
 
 #include <fmt/format.h>
 
@@ -27,7 +27,7 @@ const char* op_name(CompareOp op) {
   return names[static_cast<int>(op)];
 }
 
-namespace ops {
+namespace nograd {
 
 namespace {
 
@@ -198,5 +198,5 @@ void fill_(const Tensor& self, double value) {
 
 void zero_(const Tensor& self) { fill_(self, 0.0); }
 
-}  // namespace ops
+}  // namespace nograd
 }  // namespace accel

@@ -5,7 +5,7 @@
 
 #include "tensor/tensor.h"
 
-namespace accel::ops {
+namespace accel::nograd {
 
 // Writes src into dst, broadcasting src to dst's shape and casting to dst's dtype (f16/bf16 round
 // to nearest even); dst and src may be on different devices.
@@ -19,4 +19,4 @@ Tensor stack(const std::vector<Tensor>& tensors, int64_t dim);
 // Rows index[i] of dim; index is a 1-d i64 or i32 tensor.
 Tensor index_select(const Tensor& t, int64_t dim, const Tensor& index);
 
-}  // namespace accel::ops
+}  // namespace accel::nograd

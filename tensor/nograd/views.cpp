@@ -1,14 +1,14 @@
 // Raw view ops: shape and stride arithmetic only.
-#include "tensor/ops/views.h"
+#include "tensor/nograd/views.h"
 
 #include <fmt/format.h>
 
 #include <numeric>
 #include <optional>
 
-#include "tensor/ops/copy.h"
+#include "tensor/nograd/copy.h"
 
-namespace accel::ops {
+namespace accel::nograd {
 
 namespace {
 
@@ -243,4 +243,4 @@ std::vector<Tensor> split(const Tensor& t, const std::vector<int64_t>& sizes, in
 
 Tensor contiguous(const Tensor& t) { return t.is_contiguous() ? t : clone(t); }
 
-}  // namespace accel::ops
+}  // namespace accel::nograd

@@ -1,6 +1,6 @@
 // Raw neural-network op entry points: check shapes, dtypes and devices once, make the operands
 // contiguous, allocate the outputs and dispatch to the CPU or CUDA implementation.
-#include "tensor/ops/nn_ops.h"
+#include "tensor/nograd/nn_ops.h"
 
 #include <fmt/format.h>
 
@@ -15,8 +15,8 @@
 #include "tensor/cpu/softmax.h"
 #include "tensor/creation.h"
 #include "tensor/dispatch.h"
-#include "tensor/ops/elementwise.h"
-#include "tensor/ops/views.h"
+#include "tensor/nograd/elementwise.h"
+#include "tensor/nograd/views.h"
 #include "tensor/philox.h"
 
 #if ACCEL_WITH_CUDA
@@ -27,7 +27,7 @@
 #include "tensor/cuda/softmax.h"
 #endif
 
-namespace accel::ops {
+namespace accel::nograd {
 
 namespace {
 
@@ -333,4 +333,4 @@ DropoutResult dropout(const Tensor& x, double p, Generator& gen) {
   return r;
 }
 
-}  // namespace accel::ops
+}  // namespace accel::nograd

@@ -4,10 +4,10 @@
 
 #include "tensor/tensor.h"
 
-namespace accel::ops {
+namespace accel::nograd {
 
 // x [..., in], weight [out, in], bias [out] or undefined; returns [..., out] in x's dtype.
 // All three share dtype (floating) and device. Halves compute in f32 and round once.
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias);
 
-}  // namespace accel::ops
+}  // namespace accel::nograd

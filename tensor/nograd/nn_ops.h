@@ -3,15 +3,10 @@
 #pragma once
 
 #include "tensor/generator.h"
+#include "tensor/reduction.h"
 #include "tensor/tensor.h"
 
-namespace accel {
-// In namespace accel rather than accel::ops: argument-dependent lookup on a Reduction argument would
-// otherwise find ops::cross_entropy next to accel::cross_entropy and make a user's call ambiguous.
-enum class Reduction { none, mean, sum };
-}  // namespace accel
-
-namespace accel::ops {
+namespace accel::nograd {
 
 using accel::Reduction;
 
@@ -61,4 +56,4 @@ struct DropoutResult {
 };
 DropoutResult dropout(const Tensor& x, double p, Generator& gen);
 
-}  // namespace accel::ops
+}  // namespace accel::nograd

@@ -1,6 +1,6 @@
 // Raw matmul entry point: checks the operands, lifts 1-d vectors to matrices, broadcasts the batch
 // dims (as stride-0 views, no copy) and dispatches one call per device.
-#include "tensor/ops/matmul.h"
+#include "tensor/nograd/matmul.h"
 
 #include <fmt/format.h>
 
@@ -10,13 +10,13 @@
 #include "tensor/cpu/matmul.h"
 #include "tensor/creation.h"
 #include "tensor/dispatch.h"
-#include "tensor/ops/views.h"
+#include "tensor/nograd/views.h"
 
 #if ACCEL_WITH_CUDA
 #include "tensor/cuda/matmul.h"
 #endif
 
-namespace accel::ops {
+namespace accel::nograd {
 
 namespace {
 
@@ -66,4 +66,4 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   return view(out, result);
 }
 
-}  // namespace accel::ops
+}  // namespace accel::nograd
