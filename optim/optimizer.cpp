@@ -58,17 +58,16 @@ void Optimizer::set_lr(double lr) {
 }
 
 void Optimizer::step() {
-  if (step_gate_ && !step_gate_()) return;
-  update();
-}
-
-void Optimizer::set_gates(std::function<bool()> step_gate, std::function<bool()> zero_grad_gate) {
-  step_gate_ = std::move(step_gate);
-  zero_grad_gate_ = std::move(zero_grad_gate);
+  if (auto hook = step_hook_.lock()) hook->step(*this);
+  else update();
 }
 
 void Optimizer::zero_grad(bool set_to_none) {
-  if (zero_grad_gate_ && !zero_grad_gate_()) return;
+  if (auto hook = step_hook_.lock()) hook->zero_grad(*this, set_to_none);
+  else clear_grads(set_to_none);
+}
+
+void Optimizer::clear_grads(bool set_to_none) {
   for (const Tensor& p : params_) {
     if (set_to_none) p.set_grad(Tensor());
     else if (p.grad().defined()) nograd::zero_(p.grad());

@@ -2,7 +2,7 @@
 // parameter's named state, which it saves and loads as a flat list of (name, tensor).
 #pragma once
 
-#include <functional>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -14,6 +14,16 @@ namespace accel::optim {
 // An ordered list of (name, tensor); the same type as nn::StateDict.
 using StateDict = std::vector<std::pair<std::string, Tensor>>;
 
+class Optimizer;
+
+// What an optimizer's step() and zero_grad() do when a runtime has taken them over.
+class StepHook {
+ public:
+  virtual ~StepHook() = default;
+  virtual void step(Optimizer& optimizer) = 0;
+  virtual void zero_grad(Optimizer& optimizer, bool set_to_none) = 0;
+};
+
 class Optimizer {
  public:
   virtual ~Optimizer() = default;
@@ -22,21 +32,25 @@ class Optimizer {
 
   virtual std::string type_name() const = 0;
   // Updates every parameter that has a grad; parameters without one are left alone, state and all.
-  // Does nothing when the step gate (below) says no.
+  // With a step hook installed (below), the hook decides what a step is.
   void step();
 
   double lr() const { return lr_; }
   void set_lr(double lr);
   const std::vector<Tensor>& params() const { return params_; }
-  // Drops every parameter's grad (set_to_none) or zeroes it in place. Does nothing when the
-  // zero_grad gate says no.
+  // Drops every parameter's grad (set_to_none) or zeroes it in place; with a step hook, the hook
+  // decides.
   void zero_grad(bool set_to_none = true);
 
-  // Gates that step() and zero_grad() ask before they act; an empty function always says yes. The
-  // Accelerator installs them so that, during gradient accumulation, the optimizer neither updates
-  // nor clears the grads before the last micro-batch of a window, without wrapping the optimizer in
-  // another type.
-  void set_gates(std::function<bool()> step_gate, std::function<bool()> zero_grad_gate);
+  // Installs the hook that step() and zero_grad() hand over to. The Accelerator installs one on the
+  // optimizers it prepares, so that the object the user calls step() on waits for the end of an
+  // accumulation window, skips overflowed fp16 steps and lets a sharded strategy update its shards,
+  // without wrapping the optimizer in another type. Held weakly: an optimizer that outlives its hook
+  // steps plainly again. An empty pointer removes it.
+  void set_step_hook(std::weak_ptr<StepHook> hook) { step_hook_ = std::move(hook); }
+  // The update itself and the plain zero_grad, whatever hook is installed: for the hook to call.
+  void apply_update() { update(); }
+  void clear_grads(bool set_to_none);
 
   // "lr" (0-d f64), then "state.<i>.<slot>" for each parameter i that has state, in parameter order;
   // counts such as "step" are 0-d i64 tensors. The tensors are the live ones, not copies.
@@ -71,7 +85,7 @@ class Optimizer {
   double lr_;
   std::vector<Slot> slots_;
   std::vector<std::vector<Tensor>> state_;  // state_[i][slot], empty until param i's first update
-  std::function<bool()> step_gate_, zero_grad_gate_;
+  std::weak_ptr<StepHook> step_hook_;
 };
 
 }  // namespace accel::optim

@@ -1,7 +1,7 @@
-// Accelerator: the facade a training loop talks to. It reads the launch settings, picks this
-// process's device and, under a launcher, joins the other ranks; it prepares the model, optimizer
-// and data for data-parallel training, runs backward with gradient sync and accumulation, and offers
-// the collectives a training script needs (gather, reduce, broadcast, ...).
+// Accelerator: the facade a training loop talks to. It resolves the settings and builds the three
+// parts that do the work: an Environment (process, device, communicators), a Strategy (how models
+// are spread over the ranks) and a Precision (the numeric recipe). prepare hands models, optimizers
+// and data to them; backward, accumulation, clipping and the collectives go through them.
 #pragma once
 
 #include <functional>
@@ -18,14 +18,23 @@
 #include "autograd/autocast.h"
 #include "autograd/precision_policy.h"
 #include "collective/communicator.h"
+#include "collective/reduce_op.h"
 #include "nn/module.h"
 #include "optim/optimizer.h"
+#include "runtime/checked_collectives.h"
+#include "runtime/checkpoint_io.h"
 #include "runtime/data_loader.h"
+#include "runtime/environment.h"
+#include "runtime/gradient_accumulation.h"
 #include "runtime/gradient_state.h"
-#include "runtime/loss_scaler.h"
+#include "runtime/precision/loss_scaler.h"
+#include "runtime/precision/precision.h"
 #include "runtime/process_state.h"
+#include "runtime/scope.h"
 #include "runtime/settings.h"
-#include "runtime/reducer.h"
+#include "runtime/strategy/reducer.h"
+#include "runtime/strategy/strategy.h"
+#include "runtime/training_step.h"
 #include "tensor/tensor.h"
 
 namespace accel {
@@ -40,18 +49,24 @@ class Accelerator {
   Accelerator(const Accelerator&) = delete;
   Accelerator& operator=(const Accelerator&) = delete;
 
-  Device device() const { return device_; }
-  int process_index() const { return state_.rank; }
-  int local_process_index() const { return state_.local_rank; }
-  int num_processes() const { return state_.world_size; }
-  bool is_main_process() const { return state_.is_main_process(); }
-  bool is_local_main_process() const { return state_.is_local_main_process(); }
+  Device device() const { return env_->device(); }
+  int process_index() const { return env_->process().rank; }
+  int local_process_index() const { return env_->process().local_rank; }
+  int num_processes() const { return env_->process().world_size; }
+  bool is_main_process() const { return env_->process().is_main_process(); }
+  bool is_local_main_process() const { return env_->process().is_local_main_process(); }
   const EffectiveSettings& settings() const { return settings_; }
-  int gradient_accumulation_steps() const { return accumulation_steps_; }
+  int gradient_accumulation_steps() const { return accumulation_.steps(); }
   // "mpi", "ring" or "nccl" with several processes (or one with backend nccl), "none" with one.
-  const std::string& backend() const { return backend_; }
+  const std::string& backend() const { return env_->backend(); }
   // The communicator between the ranks; null when there is one process.
-  Communicator* communicator() const { return comm_.get(); }
+  Communicator* communicator() const { return env_->comm(); }
+  // The three parts the Accelerator is made of.
+  const Environment& environment() const { return *env_; }
+  Strategy& strategy() { return *strategy_; }
+  const Strategy& strategy() const { return *strategy_; }
+  Precision& precision() { return *precision_; }
+  const Precision& precision() const { return *precision_; }
 
   // Prepares each object for this process and returns them in order, so that
   //   auto [model, optimizer, data] = accelerator.prepare(model, optimizer, loader);
@@ -64,7 +79,7 @@ class Accelerator {
   }
 
   // The precision policy built from mixed_precision and grad_comm_dtype (printed once at start).
-  const PrecisionPolicy& precision_policy() const { return policy_; }
+  const PrecisionPolicy& precision_policy() const { return precision_->policy(); }
   // The autocast scope for the forward pass and the loss: matmuls and linear layers run in the compute
   // dtype (prepared models' weights through their low-precision copies), softmax, norms and losses in
   // f32. Does nothing when mixed_precision is no. Keep it in a named variable:
@@ -72,10 +87,10 @@ class Accelerator {
   //   accelerator.backward(loss);
   AutocastGuard autocast() const;
   // The fp16 loss scaler; null with bf16 or no.
-  LossScaler* loss_scaler() { return scaler_.get(); }
-  const LossScaler* loss_scaler() const { return scaler_.get(); }
+  LossScaler* loss_scaler() { return precision_->loss_scaler(); }
+  const LossScaler* loss_scaler() const { return precision_->loss_scaler(); }
   // Whether the last step() of a prepared optimizer was skipped because some rank's grads overflowed.
-  bool optimizer_step_was_skipped() const;
+  bool optimizer_step_was_skipped() const { return training_step_->last_step_skipped(); }
   // Tells the Accelerator that prepared models' weights changed outside a prepared optimizer's step
   // (a load_state_dict, a manual edit), so the low-precision copies are rounded again on next use.
   void weights_changed();
@@ -88,17 +103,7 @@ class Accelerator {
   const Reducer* reducer(const nn::Module& model) const;
 
   // A scope that ends with the object (a RAII guard). Keep it in a named variable.
-  class [[nodiscard]] Scope {
-   public:
-    Scope() = default;
-    explicit Scope(std::function<void()> on_exit) : on_exit_(std::move(on_exit)) {}
-    Scope(Scope&& other) noexcept : on_exit_(std::exchange(other.on_exit_, nullptr)) {}
-    Scope& operator=(Scope&&) = delete;
-    ~Scope();
-
-   private:
-    std::function<void()> on_exit_;
-  };
+  using Scope = accel::Scope;
 
   // Gradient accumulation over gradient_accumulation_steps() micro-batches:
   //   for (const Batch& batch : data) {
@@ -112,13 +117,14 @@ class Accelerator {
   // every k-th call to accumulate() closes a window.
   Scope accumulate();
   // True when the current micro-step ends an accumulation window (always true outside accumulate()).
-  bool sync_gradients() const { return gradient_state_->sync_gradients; }
+  bool sync_gradients() const { return accumulation_.sync_gradients(); }
   // Within this scope, backward leaves gradients local (no all-reduce) and never divides the loss.
   Scope no_sync();
 
   // Scales the grads of params so their total norm_type-norm is at most max_norm and returns the norm
-  // before clipping. After a synchronised backward every rank holds the same averaged grads, so the
-  // local norm is already the global one and no extra all-reduce is needed. norm_type may be inf.
+  // before clipping. The norm is the strategy's: over every rank's shards where grads are sharded;
+  // after a data-parallel backward every rank holds the same averaged grads, so the local norm is
+  // already the global one and no extra all-reduce is needed. norm_type may be inf.
   // With fp16 the grads are unscaled first (once: the step then does not unscale them again), an
   // overflow on any rank makes the norm inf or NaN and the step skip, and clipping must wait for the
   // micro-step that updates (sync_gradients()).
@@ -131,18 +137,22 @@ class Accelerator {
   //
   // Every rank's tensor concatenated along dim 0, in rank order (a 0-d tensor counts as one row).
   // Dim 0 may differ between ranks; the other dims and the dtype may not.
-  Tensor gather(const Tensor& tensor);
+  Tensor gather(const Tensor& tensor) { return collectives_.gather(tensor); }
   // gather, minus the rows that repeat samples to pad the last batches (even_batches), so that over
   // an epoch every sample is counted exactly once. Dim 0 of tensor must index the samples of the
   // batch the prepared DataLoader produced last.
-  Tensor gather_for_metrics(const Tensor& tensor);
-  // The elementwise "sum" or "mean" of every rank's tensor (same shape everywhere), as a new tensor.
-  Tensor reduce(const Tensor& tensor, const std::string& reduction = "sum");
+  Tensor gather_for_metrics(const Tensor& tensor) { return collectives_.gather_for_metrics(tensor); }
+  // The elementwise reduction of every rank's tensor (same shape everywhere), as a new tensor.
+  Tensor reduce(const Tensor& tensor, ReduceOp op = ReduceOp::sum) { return collectives_.reduce(tensor, op); }
+  // Accelerate's names: "sum" or "mean".
+  Tensor reduce(const Tensor& tensor, const std::string& reduction) { return collectives_.reduce(tensor, reduction); }
   // Rank from's tensor, as a new tensor on every rank (same shape everywhere).
-  Tensor broadcast(const Tensor& tensor, int from = 0);
+  Tensor broadcast(const Tensor& tensor, int from = 0) { return collectives_.broadcast(tensor, from); }
   // Pads tensor along dim with pad_index up to the largest size any rank holds there (at the end, or
   // at the start with pad_first), so that it can be gathered.
-  Tensor pad_across_processes(const Tensor& tensor, int64_t dim = 0, double pad_index = 0, bool pad_first = false);
+  Tensor pad_across_processes(const Tensor& tensor, int64_t dim = 0, double pad_index = 0, bool pad_first = false) {
+    return collectives_.pad_across_processes(tensor, dim, pad_index, pad_first);
+  }
 
   // Prints its arguments separated by spaces, on the main process only.
   template <class... Args>
@@ -196,50 +206,21 @@ class Accelerator {
   void prepare_model(nn::Module& model);
   void prepare_optimizer(const std::shared_ptr<optim::Optimizer>& optimizer);
   DataLoader prepare_data_loader(const DataLoader& loader);
+  void print_settings() const;
 
-  // Each rank's dtype, shape and two extra numbers, exchanged so that every rank can check that the
-  // ranks agree before the real collective, and all fail together with one message if they do not.
-  struct TensorInfo {
-    bool defined = false;
-    DType dtype = DType::f32;
-    Shape shape;
-    int64_t extra = 0;
-  };
-  std::vector<TensorInfo> exchange_info(const char* op, const Tensor& tensor, int64_t extra);
-  static std::string shapes_of(const std::vector<TensorInfo>& infos);  // "rank 0 [2, 3], rank 1 [2, 4]"
-  // gather, dropping the last `padding` rows of each rank's part (every rank passes its own).
-  Tensor gather_rows(const char* op, const Tensor& tensor, int64_t padding);
-
-  // Unscales the grads of every prepared optimizer (and extra) for this step if not done yet, and
-  // agrees with the other ranks on whether any overflowed. Collective under fp16.
-  void unscale_grads(const std::vector<Tensor>& extra);
-
-  ProcessState state_;
+  // Declared in the order they are built; destroyed in reverse, so the strategy and the precision go
+  // before the environment whose communicators they use.
   EffectiveSettings settings_;
-  PrecisionPolicy policy_;
-  std::unique_ptr<LossScaler> scaler_;  // fp16 only
-  // Per step: shared with the optimizers' gates, which hold it weakly.
-  struct MixedPrecisionState;
-  std::shared_ptr<MixedPrecisionState> amp_;
-  Device device_ = Device::cpu();
-  int accumulation_steps_ = 1;
-  std::string backend_ = "none";
-  ReducerOptions reducer_options_;
+  std::unique_ptr<Environment> env_;
+  std::unique_ptr<Precision> precision_;
+  std::unique_ptr<Strategy> strategy_;
+  std::shared_ptr<GradientState> gradient_state_ = std::make_shared<GradientState>();
+  GradientAccumulation accumulation_;
+  std::shared_ptr<TrainingStep> training_step_;  // prepared optimizers hold it weakly
+  CheckedCollectives collectives_;
+  std::unique_ptr<CheckpointIO> checkpoint_io_ = std::make_unique<SafetensorsCheckpointIO>();
   bool even_batches_ = true;
   bool split_batches_ = false;
-  std::shared_ptr<Communicator> comm_;  // null with one process (unless the backend is nccl)
-  // The nccl communicator for tensors on device_ (parameters, gradient buckets, user tensors there);
-  // comm_ then carries host tensors and the argument checks. Null unless the backend is nccl.
-  std::shared_ptr<Communicator> device_comm_;
-  Communicator& comm_for(const Tensor& t) const;
-  std::vector<std::pair<const nn::Module*, std::shared_ptr<Reducer>>> reducers_;
-  std::shared_ptr<GradientState> gradient_state_ = std::make_shared<GradientState>();
-  // accumulate(): whether a scope is open, its window's size, and the position without a loader.
-  bool in_accumulate_ = false;
-  int64_t window_ = 1;
-  int64_t micro_step_ = 0;
-  uint64_t batches_seen_ = 0;
-  int no_sync_depth_ = 0;
 };
 
 }  // namespace accel

@@ -6,7 +6,7 @@
 #include <optional>
 #include <string>
 
-#include "runtime/loss_scaler.h"
+#include "runtime/precision/loss_scaler.h"
 
 namespace accel {
 

@@ -1,7 +1,9 @@
 #!/bin/sh
 # The examples trained in fp16 and bf16 against f32 with the same options: mlp_classifier's held-out
 # accuracy within 1 point, char_gpt's held-out loss within 2 %; the policy line printed once; and
-# `accel launch --mixed_precision bf16 -n 2 mlp_classifier` end to end.
+# `accel launch --mixed_precision bf16 -n 2 mlp_classifier` end to end. char_gpt trains for 600 steps: at
+# 300 its loss can still be leaving a plateau, where a rounding difference moves the step it leaves
+# at and the comparison measures that instead of the precision (the text is accel's own sources).
 # Usage: check_examples.sh ACCEL_CLI EXAMPLES_DIR
 set -eu
 accel=$1
@@ -18,7 +20,7 @@ final() { printf '%s\n' "$1" | sed -n "s/^final:.* $2=\([^ ]*\).*/\1/p"; }
 count() { printf '%s\n' "$2" | grep -c "$1" || true; }
 
 mlp_opts=""
-gpt_opts="--steps 300 --sample-length 20 --layers 2 --embd 64 --heads 4 --block-size 32"
+gpt_opts="--steps 600 --sample-length 20 --layers 2 --embd 64 --heads 4 --block-size 32"
 
 f32=$(ACCEL_MIXED_PRECISION=no "$examples/mlp_classifier" $mlp_opts) || fail "mlp_classifier f32: $f32"
 acc32=$(final "$f32" accuracy)

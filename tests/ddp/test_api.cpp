@@ -77,6 +77,25 @@ TEST_CASE("reduce sums or averages, broadcast copies one rank's tensor, pad_acro
   CHECK(accelerator.gather(accelerator.pad_across_processes(ragged, -1)).shape() == Shape{2 * n, n});
 }
 
+TEST_CASE("reduce takes a ReduceOp: sum, avg, max and min of every rank's tensor; ranks asking differently fail together") {
+  Accelerator accelerator(options());
+  const int n = accelerator.num_processes(), rank = accelerator.process_index();
+  INFO("rank ", rank, " of ", n);
+  // Rank r holds [r + 1, 10 - r]: the max of the first element is n, of the second 10.
+  const Tensor mine = from_vector(std::vector<float>{rank + 1.0f, 10.0f - rank});
+  CHECK(values(accelerator.reduce(mine)) == std::vector<double>{n * (n + 1) / 2.0, 10.0 * n - n * (n - 1) / 2.0});
+  CHECK(values(accelerator.reduce(mine, ReduceOp::avg)) == std::vector<double>{(n + 1) / 2.0, 10.0 - (n - 1) / 2.0});
+  CHECK(values(accelerator.reduce(mine, ReduceOp::max)) == std::vector<double>{1.0 * n, 10.0});
+  CHECK(values(accelerator.reduce(mine, ReduceOp::min)) == std::vector<double>{1.0, 11.0 - n});
+  if (n == 1) return;
+  CHECK(error_of([&] { accelerator.reduce(mine, rank == 0 ? ReduceOp::max : ReduceOp::avg); }) ==
+        (rank == 0 ? "Accelerator::reduce: the ranks ask for different reductions (rank 0 for max, rank 1 for mean)"
+                   : fmt::format("Accelerator::reduce: the ranks ask for different reductions (rank {} for avg, rank 0 "
+                                 "for max)",
+                                 rank)));
+  CHECK(values(accelerator.reduce(ones({1}))) == std::vector<double>{static_cast<double>(n)});
+}
+
 TEST_CASE("the collectives fail together, with one message on every rank, when the ranks disagree") {
   Accelerator accelerator(options());
   const int n = accelerator.num_processes(), rank = accelerator.process_index();

@@ -249,12 +249,27 @@ TEST_CASE("end to end: a Linear fits y = 3x + 0.5 with SGD") {
   CHECK(lin.bias().item() == doctest::Approx(0.5).epsilon(1e-4));
 }
 
-TEST_CASE("step() and zero_grad() ask their gates first; no gates means always") {
+namespace {
+// A step hook that lets the update and zero_grad through when told to.
+struct Gate : optim::StepHook {
+  bool allow_step = false, allow_zero = false;
+  void step(optim::Optimizer& o) override {
+    if (allow_step) o.apply_update();
+  }
+  void zero_grad(optim::Optimizer& o, bool set_to_none) override {
+    if (allow_zero) o.clear_grads(set_to_none);
+  }
+};
+}  // namespace
+
+TEST_CASE("step() and zero_grad() hand over to their step hook; no hook means always") {
   Tensor w = from_vector(std::vector<float>{1, 2}).requires_grad_();
   optim::SGD sgd({w}, {.lr = 0.5});
   w.set_grad(from_vector(std::vector<float>{1, 1}));
-  bool allow_step = false, allow_zero = false;
-  sgd.set_gates([&] { return allow_step; }, [&] { return allow_zero; });
+  auto gate = std::make_shared<Gate>();
+  bool& allow_step = gate->allow_step;
+  bool& allow_zero = gate->allow_zero;
+  sgd.set_step_hook(gate);
   sgd.step();
   sgd.zero_grad();
   CHECK(w.to_vector<float>() == std::vector<float>{1, 2});  // gated: no update
@@ -264,8 +279,24 @@ TEST_CASE("step() and zero_grad() ask their gates first; no gates means always")
   CHECK(w.to_vector<float>() == std::vector<float>{0.5f, 1.5f});
   sgd.zero_grad();
   CHECK_FALSE(w.grad().defined());
-  sgd.set_gates(nullptr, nullptr);
+  sgd.set_step_hook({});
   w.set_grad(from_vector(std::vector<float>{1, 1}));
   sgd.step();
   CHECK(w.to_vector<float>() == std::vector<float>{0.0f, 1.0f});
+}
+
+TEST_CASE("an optimizer holds its step hook weakly: once the hook is gone, step() and zero_grad() act plainly") {
+  Tensor w = from_vector(std::vector<float>{1, 2}).requires_grad_();
+  optim::SGD sgd({w}, {.lr = 0.5});
+  w.set_grad(from_vector(std::vector<float>{1, 1}));
+  {
+    auto gate = std::make_shared<Gate>();
+    sgd.set_step_hook(gate);
+    sgd.step();
+    CHECK(w.to_vector<float>() == std::vector<float>{1, 2});
+  }
+  sgd.step();
+  CHECK(w.to_vector<float>() == std::vector<float>{0.5f, 1.5f});
+  sgd.zero_grad();
+  CHECK_FALSE(w.grad().defined());
 }

@@ -49,8 +49,9 @@ class Reducer : public std::enable_shared_from_this<Reducer> {
   // reducer over the same parameters.
   static std::shared_ptr<Reducer> attach(const nn::StateDict& named_parameters, std::shared_ptr<Communicator> comm,
                                          const ReducerOptions& options = {});
-  // In-flight all-reduces hold their buffers themselves; the communicator finishes them.
-  ~Reducer() = default;
+  // Takes its hooks off the parameters. In-flight all-reduces hold their buffers themselves; the
+  // communicator finishes them.
+  ~Reducer();
   Reducer(const Reducer&) = delete;
   Reducer& operator=(const Reducer&) = delete;
 
@@ -107,6 +108,7 @@ class Reducer : public std::enable_shared_from_this<Reducer> {
   bool in_backward_ = false;
   bool sync_ = false;
   std::vector<ReducerEvent> events_;
+  std::vector<HookHandle> hooks_;
 };
 
 }  // namespace accel

@@ -1,6 +1,6 @@
 // Reducer: bucket assignment, the grad-ready hook that fills buckets and launches them in order, and
 // the end of backward (launch the rest, wait, write the averages back).
-#include "runtime/reducer.h"
+#include "runtime/strategy/reducer.h"
 
 #include <fmt/format.h>
 
@@ -98,12 +98,16 @@ void Reducer::build_buckets(const ReducerOptions& options) {
   }
 }
 
+Reducer::~Reducer() {
+  for (HookHandle& hook : hooks_) hook.remove();
+}
+
 void Reducer::install_hooks() {
   std::weak_ptr<Reducer> self = weak_from_this();
   for (size_t k = 0; k < params_.size(); ++k) {
-    params_[k].add_grad_ready_hook([self, k](Tensor&) {
+    hooks_.push_back(params_[k].add_grad_ready_hook([self, k](Tensor&) {
       if (std::shared_ptr<Reducer> reducer = self.lock()) reducer->on_grad_ready(k);
-    });
+    }));
   }
 }
 

@@ -1,5 +1,5 @@
 // LossScaler: the scale's growth and backoff, the fused unscale, and its saved state.
-#include "runtime/loss_scaler.h"
+#include "runtime/precision/loss_scaler.h"
 
 #include <fmt/format.h>
 

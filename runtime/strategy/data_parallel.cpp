@@ -1,0 +1,58 @@
+// DataParallel: the initial broadcast, one reducer per prepared model, and the reducers' calls
+// around each backward.
+#include "runtime/strategy/data_parallel.h"
+
+#include "autograd/grad_mode.h"
+#include "tensor/nograd/copy.h"
+#include "tensor/nograd/views.h"
+
+namespace accel {
+
+DataParallel::DataParallel(const Environment& env, const ReducerOptions& options) : env_(env), options_(options) {
+  if (!env_.comm()) throw Error("DataParallel: the environment has no communicator between ranks");
+}
+
+void DataParallel::prepare_model(nn::Module& model) {
+  model.to(env_.device());
+  for (const auto& [m, r] : reducers_)
+    if (m == &model) throw Error("Accelerator::prepare: this model was prepared already");
+  broadcast_from_main(model.named_parameters());
+  broadcast_from_main(model.named_buffers());
+  // The reducer's all-reduces get a communicator (and communication thread) of their own.
+  reducers_.emplace_back(&model, Reducer::attach(model.named_parameters(), env_.grads_comm().dup(), options_));
+}
+
+void DataParallel::broadcast_from_main(const nn::StateDict& entries) const {
+  NoGradGuard no_grad;
+  for (const auto& [name, t] : entries) {
+    if (t.is_contiguous()) {
+      env_.comm_for(t).broadcast(t, 0);
+    } else {
+      Tensor staged = nograd::contiguous(t);
+      env_.comm_for(staged).broadcast(staged, 0);
+      nograd::copy_(t, staged);
+    }
+  }
+}
+
+DataShard DataParallel::data_shard() const { return {env_.rank(), env_.world_size()}; }
+
+void DataParallel::before_backward(bool sync) {
+  for (auto& [m, r] : reducers_) r->prepare_for_backward(sync);
+}
+
+void DataParallel::after_backward() {
+  for (auto& [m, r] : reducers_) r->finalize();
+}
+
+void DataParallel::backward_failed() {
+  for (auto& [m, r] : reducers_) r->disarm();
+}
+
+const Reducer* DataParallel::reducer(const nn::Module& model) const {
+  for (const auto& [m, r] : reducers_)
+    if (m == &model) return r.get();
+  return nullptr;
+}
+
+}  // namespace accel

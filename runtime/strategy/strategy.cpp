@@ -1,0 +1,78 @@
+// Strategy: the replicated defaults (what SingleDevice and DataParallel share), the norm over local
+// grads, and the unit hooks.
+#include "runtime/strategy/strategy.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "autograd/grad_mode.h"
+#include "tensor/nograd/copy.h"
+#include "tensor/nograd/elementwise.h"
+#include "tensor/nograd/reduce.h"
+
+namespace accel {
+
+Strategy::~Strategy() {
+  for (HookHandle& hook : unit_hooks_) hook.remove();
+}
+
+void Strategy::prepare_optimizer(optim::Optimizer&) {}
+void Strategy::before_backward(bool) {}
+void Strategy::after_backward() {}
+void Strategy::backward_failed() {}
+
+std::vector<Tensor> Strategy::local_grads(const std::vector<Tensor>& params) const {
+  std::vector<Tensor> grads;
+  for (const Tensor& p : params)
+    if (p.defined() && p.grad().defined()) grads.push_back(p.grad());
+  return grads;
+}
+
+double Strategy::grad_norm(const std::vector<Tensor>& params, double norm_type) const {
+  const bool inf = std::isinf(norm_type) && norm_type > 0;
+  NoGradGuard no_grad;
+  // Accumulated in f64 so the norm of a large model does not lose digits.
+  double total = 0;
+  for (const Tensor& g : local_grads(params)) {
+    const Tensor a = nograd::abs(nograd::to_dtype(g, DType::f64));
+    if (inf) total = std::max(total, nograd::max(a).item());
+    else total += nograd::sum(norm_type == 2.0 ? nograd::mul(a, a) : nograd::pow(a, norm_type)).item();
+  }
+  total = combine_norm(total, inf);
+  return inf ? total : std::pow(total, 1.0 / norm_type);
+}
+
+double Strategy::combine_norm(double local, bool) const { return local; }
+
+void Strategy::optimizer_step(optim::Optimizer& optimizer) { optimizer.apply_update(); }
+
+void Strategy::zero_grad(optim::Optimizer& optimizer, bool set_to_none) { optimizer.clear_grads(set_to_none); }
+
+nn::StateDict Strategy::model_state_dict(const nn::Module& model) const { return model.state_dict(); }
+
+nn::LoadResult Strategy::load_model_state_dict(nn::Module& model, const nn::StateDict& state, bool strict) {
+  return model.load_state_dict(state, strict);
+}
+
+optim::StateDict Strategy::optimizer_state_dict(const optim::Optimizer& optimizer) const {
+  return optimizer.state_dict();
+}
+
+void Strategy::load_optimizer_state_dict(optim::Optimizer& optimizer, const optim::StateDict& state) {
+  optimizer.load_state_dict(state);
+}
+
+void Strategy::hook_units(const std::vector<nn::Module*>& units) {
+  for (nn::Module* unit : units) {
+    unit_hooks_.push_back(unit->register_forward_pre_hook([this](nn::Module& m, const Tensor&) { before_unit_forward(m); }));
+    unit_hooks_.push_back(
+        unit->register_forward_hook([this](nn::Module& m, const Tensor&, Tensor& out) { after_unit_forward(m, out); }));
+    unit_hooks_.push_back(unit->register_backward_hook([this](nn::Module& m) { after_unit_backward(m); }));
+  }
+}
+
+void Strategy::before_unit_forward(nn::Module&) {}
+void Strategy::after_unit_forward(nn::Module&, Tensor&) {}
+void Strategy::after_unit_backward(nn::Module&) {}
+
+}  // namespace accel

@@ -1,0 +1,90 @@
+// Strategy: how a model is spread over the ranks. The Accelerator hands every model and optimizer it
+// prepares to one Strategy, calls it around each backward and each optimizer step, and asks it for
+// norms and for checkpoint state. SingleDevice and DataParallel are the first two; ZeRO 1/2/3 (FSDP)
+// and tensor parallelism are each one more subclass. docs/architecture.md shows a step through it.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "nn/module.h"
+#include "optim/optimizer.h"
+#include "tensor/hook_list.h"
+#include "tensor/tensor.h"
+
+namespace accel {
+
+// Which slice of the data this rank reads: its place among the data-parallel replicas. Ranks of one
+// tensor-parallel group read the same data.
+struct DataShard {
+  int rank = 0;
+  int world_size = 1;
+};
+
+class Strategy {
+ public:
+  virtual ~Strategy();
+  Strategy() = default;
+  Strategy(const Strategy&) = delete;
+  Strategy& operator=(const Strategy&) = delete;
+
+  // "single_device", "data_parallel", ...
+  virtual std::string name() const = 0;
+
+  // --- prepare --------------------------------------------------------------------------------
+  // Places the model on the device, makes every rank start from the same state, and installs what
+  // runs around its forward and backward (a reducer's grad-ready hooks; a sharded strategy's unit
+  // hooks, see hook_units). Collective; each model once.
+  virtual void prepare_model(nn::Module& model) = 0;
+  // An optimizer over prepared models' parameters: a sharded strategy partitions its state here.
+  virtual void prepare_optimizer(optim::Optimizer& optimizer);
+  virtual DataShard data_shard() const = 0;
+
+  // --- each backward --------------------------------------------------------------------------
+  // Around the engine's walk in Accelerator::backward. sync is false on the early micro-steps of an
+  // accumulation window and inside no_sync(): then grads stay local, to be synced by a later backward.
+  virtual void before_backward(bool sync);
+  virtual void after_backward();
+  // The engine threw: forget this backward's half-finished communication.
+  virtual void backward_failed();
+
+  // --- each optimizer step --------------------------------------------------------------------
+  // The grads this rank holds for params: the whole grads when they are replicated, this rank's
+  // shards when they are sharded. The precision unscales and checks these; norms are taken over them.
+  virtual std::vector<Tensor> local_grads(const std::vector<Tensor>& params) const;
+  // The norm_type-norm (inf allowed) of the grads of params over every rank's local grads,
+  // accumulated in f64. Collective for a sharded strategy.
+  double grad_norm(const std::vector<Tensor>& params, double norm_type) const;
+  // The update of a prepared optimizer, once its grads are final and the precision let it through.
+  // Replicated: the optimizer's own update. Sharded: the shard's update, then the parameters' gather.
+  virtual void optimizer_step(optim::Optimizer& optimizer);
+  virtual void zero_grad(optim::Optimizer& optimizer, bool set_to_none);
+
+  // --- checkpoints ----------------------------------------------------------------------------
+  // The model's full, unsharded state (gathered where it is sharded), on every rank.
+  virtual nn::StateDict model_state_dict(const nn::Module& model) const;
+  // Loads full state, each rank keeping what it holds (its shards where sharded).
+  virtual nn::LoadResult load_model_state_dict(nn::Module& model, const nn::StateDict& state, bool strict);
+  virtual optim::StateDict optimizer_state_dict(const optim::Optimizer& optimizer) const;
+  virtual void load_optimizer_state_dict(optim::Optimizer& optimizer, const optim::StateDict& state);
+
+ protected:
+  // Combines the partial norms of the ranks: each passes sum |g|^p over its local grads (or max |g|
+  // for the inf-norm). Replicated grads: the local value is the global one already.
+  virtual double combine_norm(double local, bool inf_norm) const;
+
+  // For strategies that act per unit of a model (ZeRO-3 gathers a unit's parameters before its
+  // forward and frees them after; FSDP reduce-scatters a unit's grads once its backward is done):
+  // registers module hooks on each unit that call the three functions below. The hooks are removed
+  // with the strategy.
+  void hook_units(const std::vector<nn::Module*>& units);
+  virtual void before_unit_forward(nn::Module& unit);
+  // May replace output, e.g. with an identity whose backward gathers the unit's parameters again.
+  virtual void after_unit_forward(nn::Module& unit, Tensor& output);
+  virtual void after_unit_backward(nn::Module& unit);
+
+ private:
+  std::vector<HookHandle> unit_hooks_;
+};
+
+}  // namespace accel

@@ -1,0 +1,45 @@
+// TrainingStep: the order of one optimizer step, and the set of grads a precision unscales.
+#include "runtime/training_step.h"
+
+#include <unordered_set>
+
+namespace accel {
+
+TrainingStep::TrainingStep(GradientAccumulation& accumulation, Precision& precision, Strategy& strategy)
+    : accumulation_(accumulation), precision_(precision), strategy_(strategy) {}
+
+void TrainingStep::add(const std::shared_ptr<optim::Optimizer>& optimizer) {
+  optimizers_.push_back(optimizer);
+  optimizer->set_step_hook(weak_from_this());
+}
+
+void TrainingStep::step(optim::Optimizer& optimizer) {
+  if (!accumulation_.sync_gradients()) return;  // inside a window: keep accumulating
+  accumulation_.grads_used();
+  last_step_skipped_ = false;
+  const bool found_inf = precision_.unscale_and_check(grads_to_unscale({}));
+  if (!precision_.finish_step(found_inf)) {
+    last_step_skipped_ = true;  // every rank skips: they agreed on found_inf
+    return;
+  }
+  strategy_.optimizer_step(optimizer);
+  precision_.weights_changed();
+}
+
+void TrainingStep::zero_grad(optim::Optimizer& optimizer, bool set_to_none) {
+  if (accumulation_.may_clear_grads()) strategy_.zero_grad(optimizer, set_to_none);
+}
+
+std::vector<Tensor> TrainingStep::grads_to_unscale(const std::vector<Tensor>& extra) const {
+  std::vector<Tensor> params;
+  for (const auto& weak : optimizers_)
+    if (auto opt = weak.lock()) params.insert(params.end(), opt->params().begin(), opt->params().end());
+  params.insert(params.end(), extra.begin(), extra.end());
+  std::vector<Tensor> grads;
+  std::unordered_set<const TensorImpl*> seen;
+  for (const Tensor& g : strategy_.local_grads(params))
+    if (seen.insert(g.impl()).second) grads.push_back(g);
+  return grads;
+}
+
+}  // namespace accel

@@ -1,0 +1,43 @@
+// TrainingStep: what step() and zero_grad() of a prepared optimizer do. The optimizer hands both over
+// to it (optim::StepHook): a step waits for the end of the accumulation window, lets the Precision
+// unscale, check and decide (all ranks agree on an fp16 skip), lets the Strategy update, and tells
+// the Precision that the masters changed.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "optim/optimizer.h"
+#include "runtime/gradient_accumulation.h"
+#include "runtime/precision/precision.h"
+#include "runtime/strategy/strategy.h"
+
+namespace accel {
+
+class TrainingStep final : public optim::StepHook, public std::enable_shared_from_this<TrainingStep> {
+ public:
+  // The three outlive this object (the Accelerator owns them all and destroys this one first).
+  TrainingStep(GradientAccumulation& accumulation, Precision& precision, Strategy& strategy);
+
+  // prepare: installs this as the optimizer's step hook. The optimizer holds it weakly, so one that
+  // outlives the Accelerator steps plainly again.
+  void add(const std::shared_ptr<optim::Optimizer>& optimizer);
+
+  void step(optim::Optimizer& optimizer) override;
+  void zero_grad(optim::Optimizer& optimizer, bool set_to_none) override;
+
+  // This rank's local grads of every prepared optimizer's parameters and of extra, each once: what
+  // the precision unscales before a clip or a step.
+  std::vector<Tensor> grads_to_unscale(const std::vector<Tensor>& extra) const;
+  // Whether the last step() was skipped because some rank's grads overflowed.
+  bool last_step_skipped() const { return last_step_skipped_; }
+
+ private:
+  GradientAccumulation& accumulation_;
+  Precision& precision_;
+  Strategy& strategy_;
+  std::vector<std::weak_ptr<optim::Optimizer>> optimizers_;
+  bool last_step_skipped_ = false;
+};
+
+}  // namespace accel
