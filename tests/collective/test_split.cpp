@@ -68,7 +68,8 @@ TEST_CASE("a rank passing kNoColor gets no communicator; another negative color 
     }
     CHECK(comm->split(kNoColor, r) == nullptr);
     CHECK_THROWS_WITH_AS(comm->split(-2, 0),
-                         "split: color -2 is negative; expected a color >= 0, or kNoColor (-1) to join no group", Error);
+                         "split: color -2 is negative; expected a color >= 0, or kNoColor (-1) to join no group",
+                         Error);
     // The failed call sent nothing: the communicator is still in step on every rank.
     std::vector<int> world;
     for (int q = 0; q < n; ++q) world.push_back(q);
