@@ -12,6 +12,7 @@
 #include "autograd/gradcheck.h"
 #include "autograd/precision_policy.h"
 #include "collective/communicator.h"
+#include "collective/device_mesh.h"
 #include "collective/ring_communicator.h"
 #if ACCEL_WITH_MPI
 #include "collective/mpi_communicator.h"

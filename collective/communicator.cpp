@@ -138,6 +138,15 @@ Work Communicator::gather_async(const Tensor& in, const Tensor& out, int root) {
 
 Work Communicator::barrier_async() { return start_barrier(); }
 
+std::unique_ptr<Communicator> Communicator::split(int color, int key) {
+  // The libraries take other negative colors differently (MPI fails, NCCL builds a group), so only
+  // the one meaning every backend shares is allowed.
+  if (color < 0 && color != kNoColor)
+    throw Error(fmt::format("split: color {} is negative; expected a color >= 0, or kNoColor ({}) to join no group",
+                            color, kNoColor));
+  return create_split(color, key);
+}
+
 Work Communicator::send_async(const Tensor& tensor, int dst, int tag) {
   check_tensor("send", "tensor", tensor);
   check_rank("send", "dst", dst, size());

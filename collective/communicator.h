@@ -12,6 +12,8 @@ namespace accel {
 
 // The largest tag send/recv accept: MPI guarantees at least 0..32767 (MPI_TAG_UB >= 32767).
 inline constexpr int kMaxTag = 32767;
+// The color a rank passes to split() to join no group (MPI_UNDEFINED, NCCL_SPLIT_NOCOLOR).
+inline constexpr int kNoColor = -1;
 
 // Every operation has an async form returning a Work handle and a sync form that is async + wait.
 // The backend holds on to the tensors until the operation has finished; the caller must not read or
@@ -43,10 +45,15 @@ class Communicator {
 
   virtual int rank() const = 0;
   virtual int size() const = 0;
-  virtual const char* backend() const = 0;  // "mpi", "ring"
+  virtual const char* backend() const = 0;  // "mpi", "ring", "nccl"
   // A new communicator over the same ranks whose traffic never mixes with this one's. Collective:
   // every rank calls it in the same order as its other collectives.
   virtual std::unique_ptr<Communicator> dup() = 0;
+  // Sub-groups, as MPI_Comm_split: the ranks that pass the same color form a new communicator of the
+  // same backend, ranked by key (ties by their rank here). color is >= 0, or kNoColor for a rank that
+  // joins no group: it gets nullptr. Collective like dup(); the new communicator's traffic never
+  // mixes with this one's, and it lives on after this one is destroyed.
+  std::unique_ptr<Communicator> split(int color, int key);
 
   Work all_reduce_async(const Tensor& tensor, ReduceOp op = ReduceOp::sum);
   Work all_reduce_async(const Tensor& in, const Tensor& out, ReduceOp op = ReduceOp::sum);
@@ -85,6 +92,8 @@ class Communicator {
   virtual Work start_barrier() = 0;
   virtual Work start_send(const Tensor& tensor, int dst, int tag) = 0;
   virtual Work start_recv(const Tensor& tensor, int src, int tag) = 0;
+  // split() once color is known to be >= 0 or kNoColor.
+  virtual std::unique_ptr<Communicator> create_split(int color, int key) = 0;
 };
 
 }  // namespace accel

@@ -406,6 +406,19 @@ std::unique_ptr<Communicator> MpiCommunicator::dup() {
   return std::unique_ptr<Communicator>(new MpiCommunicator(Adopt{}, *copy));
 }
 
+std::unique_ptr<Communicator> MpiCommunicator::create_split(int color, int key) {
+  // On the collective thread, as dup() is. A rank of no color takes part in the call and gets
+  // MPI_COMM_NULL back.
+  auto part = std::make_shared<MPI_Comm>(MPI_COMM_NULL);
+  const MPI_Comm comm = engine_->comm();
+  const int mpi_color = color == kNoColor ? MPI_UNDEFINED : color;
+  engine_->collective("split", "MPI_Comm_split", {},
+                      [comm, mpi_color, key, part] { return MPI_Comm_split(comm, mpi_color, key, part.get()); })
+      .wait();
+  if (*part == MPI_COMM_NULL) return nullptr;
+  return std::unique_ptr<Communicator>(new MpiCommunicator(Adopt{}, *part));
+}
+
 namespace {
 
 // The finish step of avg: MPI summed, every rank divides its result by the rank count.

@@ -35,10 +35,12 @@ class MpiCommunicator final : public Communicator {
   Work start_barrier() override;
   Work start_send(const Tensor& tensor, int dst, int tag) override;
   Work start_recv(const Tensor& tensor, int src, int tag) override;
+  // MPI_Comm_split on the collective thread; the part owns its MPI_Comm and has its own threads.
+  std::unique_ptr<Communicator> create_split(int color, int key) override;
 
  private:
   struct Adopt {};
-  MpiCommunicator(Adopt, MPI_Comm owned);  // takes ownership of an already duplicated communicator
+  MpiCommunicator(Adopt, MPI_Comm owned);  // takes ownership of a communicator made by dup or split
 
   class Engine;  // the duplicate communicator, its datatypes and ops, and the communication threads
   std::unique_ptr<Engine> engine_;

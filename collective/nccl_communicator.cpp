@@ -183,19 +183,32 @@ NcclCommunicator::NcclCommunicator(std::shared_ptr<NcclCommState> state, int ran
 
 NcclCommunicator::~NcclCommunicator() = default;
 
-std::unique_ptr<Communicator> NcclCommunicator::dup() {
+std::unique_ptr<Communicator> NcclCommunicator::dup() { return split_as("dup", 0, rank_); }
+
+std::unique_ptr<Communicator> NcclCommunicator::create_split(int color, int key) {
+  return split_as("split", color, key);
+}
+
+std::unique_ptr<Communicator> NcclCommunicator::split_as(const char* op, int color, int key) {
   std::lock_guard lock(state_->mutex);
   const cuda::DeviceGuard guard(device_);
-  ncclComm_t fresh = nullptr;
-  check("dup", "ncclCommSplit", ncclCommSplit(state_->comm, 0, rank_, &fresh, nullptr), state_->comm);
+  ncclComm_t part = nullptr;
+  // A null config: the part inherits this communicator's. NCCL orders equal keys by rank, as MPI does.
+  check(op, "ncclCommSplit",
+        ncclCommSplit(state_->comm, color == kNoColor ? NCCL_SPLIT_NOCOLOR : color, key, &part, nullptr),
+        state_->comm);
+  if (part == nullptr) return nullptr;
+  int rank = 0, size = 0;
   std::shared_ptr<NcclCommState> state;
   try {
-    state = std::make_shared<NcclCommState>(fresh, device_);
+    check(op, "ncclCommUserRank", ncclCommUserRank(part, &rank), part);
+    check(op, "ncclCommCount", ncclCommCount(part, &size), part);
+    state = std::make_shared<NcclCommState>(part, device_);
   } catch (...) {
-    ncclCommDestroy(fresh);
+    ncclCommDestroy(part);
     throw;
   }
-  return std::unique_ptr<Communicator>(new NcclCommunicator(std::move(state), rank_, size_));
+  return std::unique_ptr<Communicator>(new NcclCommunicator(std::move(state), rank, size));
 }
 
 template <class Body>

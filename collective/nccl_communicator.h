@@ -33,7 +33,7 @@ class NcclCommunicator final : public Communicator {
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   const char* backend() const override { return "nccl"; }
-  // A new NCCL communicator over the same ranks (ncclCommSplit), on the same device and stream.
+  // A new NCCL communicator over the same ranks (a split with one color), on the same device and stream.
   std::unique_ptr<Communicator> dup() override;
   Device device() const { return device_; }
 
@@ -48,9 +48,14 @@ class NcclCommunicator final : public Communicator {
   Work start_barrier() override;
   Work start_send(const Tensor& tensor, int dst, int tag) override;
   Work start_recv(const Tensor& tensor, int src, int tag) override;
+  // ncclCommSplit, inheriting this communicator's configuration; the part has its own NCCL
+  // communicator on the same device and stream.
+  std::unique_ptr<Communicator> create_split(int color, int key) override;
 
  private:
   NcclCommunicator(std::shared_ptr<NcclCommState> state, int rank, int size);
+  // ncclCommSplit for dup() and split(); op names the caller in errors.
+  std::unique_ptr<Communicator> split_as(const char* op, int color, int key);
   template <class Body>
   Work launch(const char* op, std::initializer_list<const Tensor*> tensors, bool host_wait, Body&& body);
 

@@ -69,6 +69,12 @@ std::unique_ptr<Communicator> RingCommunicator::dup() {
   return std::make_unique<RingCommunicator>(std::shared_ptr<Communicator>(transport_->dup()));
 }
 
+std::unique_ptr<Communicator> RingCommunicator::create_split(int color, int key) {
+  std::unique_ptr<Communicator> part = transport_->split(color, key);
+  if (!part) return nullptr;
+  return std::make_unique<RingCommunicator>(std::shared_ptr<Communicator>(std::move(part)));
+}
+
 RingCommunicator::Chunk RingCommunicator::chunk(int64_t total, int i) const {
   const int64_t base = total / size_;
   const int64_t extra = total % size_;  // the first `extra` chunks hold one element more

@@ -33,6 +33,8 @@ class RingCommunicator final : public Communicator {
   Work start_barrier() override;
   Work start_send(const Tensor& tensor, int dst, int tag) override;
   Work start_recv(const Tensor& tensor, int src, int tag) override;
+  // The ring over the sub-group: a RingCommunicator over the split of the transport.
+  std::unique_ptr<Communicator> create_split(int color, int key) override;
 
  private:
   // Where chunk i of a ring buffer lies; see ring_communicator.cpp.

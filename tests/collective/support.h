@@ -177,6 +177,16 @@ std::string error_of(F f) {
   return "no error";
 }
 
+// Sums that say who took part (tests of split and DeviceMesh): world rank r contributes 10^r, so the
+// sum over a group of at most 18 ranks names exactly its members.
+int64_t power_of_ten(int rank);
+// The sum over these world ranks of 10^rank: what an all_reduce over exactly them gives.
+int64_t sum_over(const std::vector<int>& world_ranks);
+// value all-reduced (summed) over comm, as one i64.
+int64_t all_reduced(Communicator& comm, int64_t value);
+// The world ranks of comm's members, in the order of their ranks in comm (an all_gather).
+std::vector<int> members(Communicator& comm);
+
 // Names one case of a test loop, for INFO.
 std::string where(const Communicator& comm, DType dtype, int64_t n, const char* what = "");
 

@@ -2,7 +2,8 @@
 // with one GPU the ranks share it). The mpi backend stages device tensors through pinned host memory:
 // every collective on CUDA tensors, and two ranks sharing a GPU train an MLP to the weights one rank
 // reaches with the same global batch. The nccl backend (one rank per GPU): every collective, the
-// stream ordering of its Work, and a run that trains end to end through the Accelerator.
+// stream ordering of its Work, split and DeviceMesh, and a run that trains end to end through the
+// Accelerator.
 #include "accel_config.h"
 #include "tensor/nograd/copy.h"
 #include "tensor/nograd/elementwise.h"
@@ -217,6 +218,44 @@ TEST_CASE("nccl: every collective on device tensors, in every dtype") {
   check_collectives(*copy, my_gpu(), DType::f32);
   const std::string message = error_of([&] { nccl.all_reduce(full({3}, 1.0, DType::f32)); });
   CHECK(message == fmt::format("all_reduce (nccl): tensor is on cpu, but this communicator runs on {}", my_gpu().str()));
+}
+
+namespace {
+
+// The sum over comm of world rank r's 10^r, all-reduced on the device: it names the members of comm.
+double sum_of_powers(Communicator& comm) {
+  Tensor t = on(from_vector<double>({std::pow(10.0, world().rank())}), DType::f64, my_gpu());
+  comm.all_reduce(t);
+  return host_values(t)[0];
+}
+
+}  // namespace
+
+TEST_CASE("nccl: split into parity groups with reversed keys, kNoColor, and a mesh over the world") {
+  NcclCommunicator nccl(my_gpu(), world());
+  const int n = nccl.size(), r = nccl.rank();
+  const auto part = nccl.split(r % 2, -r);
+  REQUIRE(part != nullptr);
+  CHECK(std::string(part->backend()) == "nccl");
+  const int group_size = r % 2 == 0 ? (n + 1) / 2 : n / 2;
+  CHECK(part->size() == group_size);
+  CHECK(part->rank() == group_size - 1 - r / 2);
+  double group_sum = 0;
+  for (int q = r % 2; q < n; q += 2) group_sum += std::pow(10.0, q);
+  CHECK(sum_of_powers(*part) == group_sum);
+  check_collectives(*part, my_gpu(), DType::f32);
+  CHECK(nccl.split(kNoColor, r) == nullptr);
+  CHECK_THROWS_WITH_AS(nccl.split(-3, r),
+                       "split: color -3 is negative; expected a color >= 0, or kNoColor (-1) to join no group", Error);
+
+  const DeviceMesh mesh(nccl, {{"dp", n}, {"tp", 1}});
+  CHECK(mesh.comm("dp").size() == n);
+  CHECK(mesh.comm("tp").size() == 1);
+  double world_sum = 0;
+  for (int q = 0; q < n; ++q) world_sum += std::pow(10.0, q);
+  CHECK(sum_of_powers(mesh.comm("dp")) == world_sum);
+  CHECK(sum_of_powers(mesh.comm("tp")) == std::pow(10.0, r));
+  nccl.barrier();
 }
 
 TEST_CASE("nccl: wait() orders the compute stream after the operation without blocking the host") {

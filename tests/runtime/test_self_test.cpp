@@ -69,6 +69,10 @@ class LoopbackCommunicator final : public Communicator {
     mailbox_.erase(tag);
     return done();
   }
+  std::unique_ptr<Communicator> create_split(int color, int) override {
+    if (color == kNoColor) return nullptr;
+    return std::make_unique<LoopbackCommunicator>(corrupt_);
+  }
 
  private:
   bool corrupt_;
