@@ -17,7 +17,7 @@
 #include "accel.h"
 #include "tensor/cuda/allocator.h"
 #include "tensor/cuda/blas.h"
-#include "tensor/cuda/check.h"
+#include "kernels/cuda_check.h"
 #include "tensor/cuda/device.h"
 #include "tensor/cuda/event.h"
 #include "tensor/cuda/matmul.h"

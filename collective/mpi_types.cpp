@@ -4,7 +4,7 @@
 #include <fmt/format.h>
 
 #include "collective/mpi_environment.h"
-#include "tensor/error.h"
+#include "kernels/error.h"
 
 namespace accel {
 

@@ -14,7 +14,7 @@
 
 #include "tensor/creation.h"
 #include "tensor/cuda/allocator.h"
-#include "tensor/cuda/check.h"
+#include "kernels/cuda_check.h"
 #include "tensor/cuda/device.h"
 #include "tensor/cuda/event.h"
 #include "tensor/cuda/stream.h"

@@ -5,7 +5,7 @@
 
 #include <type_traits>
 
-#include "tensor/error.h"
+#include "kernels/error.h"
 
 namespace accel {
 

@@ -5,8 +5,8 @@
 #include "kernels/convert.cuh"
 #include "kernels/nn.h"
 #include "kernels/rows.cuh"
-#include "tensor/cuda/check.h"
-#include "tensor/reduce_math.h"
+#include "kernels/cuda_check.h"
+#include "kernels/reduce_math.h"
 
 namespace accel::kernels {
 

@@ -8,8 +8,8 @@
 #include "kernels/convert.cuh"
 #include "kernels/map.cuh"
 #include "kernels/nn.h"
-#include "tensor/cuda/check.h"
-#include "tensor/error.h"
+#include "kernels/cuda_check.h"
+#include "kernels/error.h"
 
 namespace accel::kernels {
 

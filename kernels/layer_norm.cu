@@ -10,7 +10,7 @@
 #include "kernels/map.cuh"
 #include "kernels/nn.h"
 #include "kernels/rows.cuh"
-#include "tensor/cuda/check.h"
+#include "kernels/cuda_check.h"
 
 namespace accel::kernels {
 

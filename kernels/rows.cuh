@@ -8,7 +8,7 @@
 #include <cstdint>
 
 #include "kernels/row_plan.h"
-#include "tensor/nn_math.h"
+#include "kernels/nn_math.h"
 
 namespace accel::kernels {
 

@@ -8,7 +8,7 @@
 
 #include "collective/communicator.h"
 #include "tensor/creation.h"
-#include "tensor/error.h"
+#include "kernels/error.h"
 
 namespace accel {
 

@@ -7,7 +7,7 @@
 #include <numeric>
 
 #include "tensor/nograd/copy.h"
-#include "tensor/philox.h"
+#include "kernels/philox.h"
 
 namespace accel {
 

@@ -28,7 +28,7 @@ extern char** environ;
 
 #if ACCEL_WITH_CUDA
 #include "tensor/cuda/device.h"
-#include "tensor/error.h"
+#include "kernels/error.h"
 #endif
 #if ACCEL_WITH_NCCL
 #include "collective/nccl_communicator.h"

@@ -14,7 +14,7 @@
 
 #include "runtime/process_state.h"
 #include "runtime/rendezvous.h"
-#include "tensor/error.h"
+#include "kernels/error.h"
 
 namespace accel {
 

@@ -13,7 +13,7 @@
 #include "runtime/collective_checks.h"
 #include "runtime/process_state.h"
 #include "runtime/training_checks.h"
-#include "tensor/error.h"
+#include "kernels/error.h"
 #if ACCEL_WITH_MPI
 #include <mpi.h>
 

@@ -24,7 +24,7 @@
 #include "runtime/data_loader.h"
 #include "runtime/dataset.h"
 #include "tensor/creation.h"
-#include "tensor/error.h"
+#include "kernels/error.h"
 
 namespace accel {
 

@@ -7,7 +7,7 @@
 
 #include "tensor/nograd/copy.h"
 #include "tensor/nograd/elementwise.h"
-#include "tensor/philox.h"
+#include "kernels/philox.h"
 
 namespace accel {
 

@@ -4,7 +4,7 @@
 #include <fmt/format.h>
 
 #include "tensor/dispatch.h"
-#include "tensor/error.h"
+#include "kernels/error.h"
 
 #if ACCEL_WITH_CUDA
 #include "tensor/cuda/device.h"

@@ -8,7 +8,7 @@
 
 #include "accel_config.h"
 #include "tensor/cpu/host_allocator.h"
-#include "tensor/error.h"
+#include "kernels/error.h"
 
 #if ACCEL_WITH_CUDA
 #include "tensor/cuda/allocator.h"

@@ -11,7 +11,7 @@
 
 #include "tensor/device.h"
 #include "tensor/dtype.h"
-#include "tensor/error.h"
+#include "kernels/error.h"
 #include "tensor/hook_list.h"
 #include "tensor/shape.h"
 #include "tensor/storage.h"

@@ -23,7 +23,7 @@
 #include "runtime/accelerator.h"
 #include "runtime/bench/published_peaks.h"
 #include "tensor/creation.h"
-#include "tensor/error.h"
+#include "kernels/error.h"
 #include "tensor/nograd/copy.h"
 #include "tensor/nograd/elementwise.h"
 #include "tensor/nograd/matmul.h"

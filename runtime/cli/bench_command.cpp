@@ -11,7 +11,7 @@
 #include "runtime/bench/collective_bench.h"
 #include "runtime/bench/precision_report.h"
 #include "runtime/process_state.h"
-#include "tensor/error.h"
+#include "kernels/error.h"
 #if ACCEL_WITH_MPI
 #include <mpi.h>
 

@@ -13,7 +13,7 @@
 #include "runtime/env_report.h"
 #include "runtime/launch.h"
 #include "runtime/self_test.h"
-#include "tensor/error.h"
+#include "kernels/error.h"
 
 namespace {
 

@@ -4,7 +4,7 @@
 
 #include "tensor/cpu/loop.h"
 #include "tensor/cpu/map.h"
-#include "tensor/nn_math.h"
+#include "kernels/nn_math.h"
 
 namespace accel::cpu {
 

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "tensor/dtype.h"
-#include "tensor/error.h"
+#include "kernels/error.h"
 #include "tensor/shape.h"
 
 namespace accel::cpu {

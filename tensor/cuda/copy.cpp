@@ -8,7 +8,7 @@
 #include "kernels/elementwise.h"
 #include "tensor/cpu/copy.h"
 #include "tensor/creation.h"
-#include "tensor/cuda/check.h"
+#include "kernels/cuda_check.h"
 #include "tensor/cuda/device.h"
 #include "tensor/cuda/launch.h"
 #include "tensor/cuda/pinned.h"

@@ -11,7 +11,7 @@
 
 #include "tensor/cpu/loop.h"
 #include "tensor/cuda/blas.h"
-#include "tensor/cuda/check.h"
+#include "kernels/cuda_check.h"
 #include "tensor/cuda/device.h"
 #include "tensor/cuda/elementwise.h"
 #include "tensor/cuda/gemm_plan.h"

@@ -6,7 +6,7 @@
 #include <fmt/format.h>
 
 #include "kernels/multi_tensor.h"
-#include "tensor/cuda/check.h"
+#include "kernels/cuda_check.h"
 #include "tensor/cuda/device.h"
 #include "tensor/cuda/pinned.h"
 #include "tensor/cuda/scratch.h"

@@ -17,7 +17,7 @@
 #include "tensor/dispatch.h"
 #include "tensor/nograd/elementwise.h"
 #include "tensor/nograd/views.h"
-#include "tensor/philox.h"
+#include "kernels/philox.h"
 
 #if ACCEL_WITH_CUDA
 #include "tensor/cuda/cross_entropy.h"

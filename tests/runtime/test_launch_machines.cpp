@@ -14,7 +14,7 @@
 #include "free_port.h"
 #include "runtime/launch.h"
 #include "runtime/rendezvous.h"
-#include "tensor/error.h"
+#include "kernels/error.h"
 
 using namespace accel;
 

@@ -11,7 +11,7 @@
 
 #include "free_port.h"
 #include "runtime/rendezvous.h"
-#include "tensor/error.h"
+#include "kernels/error.h"
 
 using namespace accel;
 

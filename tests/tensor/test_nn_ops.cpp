@@ -12,7 +12,7 @@
 #include "tensor/nograd/elementwise.h"
 #include "tensor/nograd/nn_ops.h"
 #include "tensor/nograd/views.h"
-#include "tensor/philox.h"
+#include "kernels/philox.h"
 
 using namespace accel;
 using Vec = std::vector<double>;
