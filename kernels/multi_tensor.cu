@@ -2,8 +2,8 @@
 // its tensor by a binary search over the slots' first blocks and updates that tensor's chunk
 // b - first_block with the per-element math of kernels/optim_math.h.
 #include "kernels/convert.cuh"
-#include "kernels/multi_tensor.h"
 #include "kernels/cuda_check.h"
+#include "kernels/multi_tensor.h"
 
 namespace accel::kernels {
 

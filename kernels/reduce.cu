@@ -6,8 +6,8 @@
 #include <type_traits>
 
 #include "kernels/convert.cuh"
-#include "kernels/reduce.h"
 #include "kernels/cuda_check.h"
+#include "kernels/reduce.h"
 #include "kernels/reduce_math.h"
 
 namespace accel::kernels {

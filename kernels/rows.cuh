@@ -7,8 +7,8 @@
 
 #include <cstdint>
 
-#include "kernels/row_plan.h"
 #include "kernels/nn_math.h"
+#include "kernels/row_plan.h"
 
 namespace accel::kernels {
 

@@ -7,11 +7,11 @@
 #include <type_traits>
 
 #include "kernels/convert.cuh"
+#include "kernels/cuda_check.h"
 #include "kernels/map.cuh"
 #include "kernels/nn.h"
-#include "kernels/rows.cuh"
-#include "kernels/cuda_check.h"
 #include "kernels/reduce_math.h"
+#include "kernels/rows.cuh"
 
 namespace accel::kernels {
 

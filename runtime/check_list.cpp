@@ -7,8 +7,8 @@
 #include <ostream>
 
 #include "collective/communicator.h"
-#include "tensor/creation.h"
 #include "kernels/error.h"
+#include "tensor/creation.h"
 
 namespace accel {
 

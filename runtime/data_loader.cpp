@@ -6,8 +6,8 @@
 
 #include <numeric>
 
-#include "tensor/nograd/copy.h"
 #include "kernels/philox.h"
+#include "tensor/nograd/copy.h"
 
 namespace accel {
 

@@ -9,8 +9,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "tensor/dtype.h"
 #include "kernels/error.h"
+#include "tensor/dtype.h"
 #include "tensor/shape.h"
 
 namespace accel::cpu {

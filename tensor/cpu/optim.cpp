@@ -2,10 +2,10 @@
 // the shared math of kernels/optim_math.h in the compute type, and stored once.
 #include "tensor/cpu/optim.h"
 
+#include "kernels/optim_math.h"
 #include "tensor/cpu/loop.h"
 #include "tensor/cpu/map.h"
 #include "tensor/nograd/optim_ops.h"
-#include "kernels/optim_math.h"
 
 namespace accel::cpu {
 

@@ -17,9 +17,9 @@
 #include <vector>
 
 #include "kernels/cuda_check.h"
+#include "kernels/error.h"
 #include "tensor/cuda/device.h"
 #include "tensor/cuda/stream.h"
-#include "kernels/error.h"
 
 namespace accel::cuda {
 

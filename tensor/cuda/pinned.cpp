@@ -12,9 +12,9 @@
 #include <mutex>
 
 #include "kernels/cuda_check.h"
+#include "kernels/error.h"
 #include "tensor/cuda/device.h"
 #include "tensor/cuda/stream.h"
-#include "kernels/error.h"
 
 namespace accel::cuda {
 

@@ -7,8 +7,8 @@
 #include <mutex>
 
 #include "kernels/cuda_check.h"
-#include "tensor/cuda/device.h"
 #include "kernels/error.h"
+#include "tensor/cuda/device.h"
 
 namespace accel::cuda {
 

@@ -10,8 +10,8 @@
 #include <thread>
 
 #include "free_port.h"
-#include "runtime/rendezvous.h"
 #include "kernels/error.h"
+#include "runtime/rendezvous.h"
 
 using namespace accel;
 
