@@ -15,7 +15,7 @@
 namespace accel {
 
 // The numeric values are fixed and only ever appended to, as in ggml.h: they travel between ranks
-// (the Accelerator's gather exchanges them) and into files. Never reorder, renumber or reuse one; a
+// (the Accelerator's gather exchanges them) and may be written into files. Never reorder, renumber or reuse one; a
 // new dtype takes the next number and a new last row of kDTypeTraits. tests/kernels/test_dtype.cpp pins them.
 enum class DType : uint8_t {
   f64 = 0,
