@@ -19,10 +19,6 @@ struct AutocastState {
 // Per thread, like grad mode: a data-loading or communication thread never sees a training thread's scope.
 thread_local AutocastState state;
 
-bool is_half(DType d) { return d == DType::f16 || d == DType::bf16; }
-
-int width(DType d) { return d == DType::f64 ? 3 : d == DType::f32 ? 2 : 1; }
-
 }  // namespace
 
 void WeightCopies::add(const Tensor& master) {
@@ -82,15 +78,16 @@ Tensor to_compute(const Tensor& t) {
 }
 
 Tensor to_reduction(const Tensor& t) {
-  if (!state.enabled || !t.defined() || !is_half(t.dtype())) return t;
+  if (!state.enabled || !t.defined() || !is_low_precision(t.dtype())) return t;
   return to(t, DType::f32);
 }
 
 void promote(Tensor& a, Tensor& b) {
   if (!state.enabled || !a.defined() || !b.defined() || a.dtype() == b.dtype()) return;
   if (!is_floating(a.dtype()) || !is_floating(b.dtype())) return;
-  DType wider = width(a.dtype()) >= width(b.dtype()) ? a.dtype() : b.dtype();
-  if (is_half(a.dtype()) && is_half(b.dtype())) wider = DType::f32;
+  // The wider of two floating dtypes; f16 with bf16 (the same width, neither holds the other) meet in f32.
+  DType wider = dtype_size(a.dtype()) >= dtype_size(b.dtype()) ? a.dtype() : b.dtype();
+  if (is_low_precision(a.dtype()) && is_low_precision(b.dtype())) wider = DType::f32;
   if (a.dtype() != wider) a = to(a, wider);
   if (b.dtype() != wider) b = to(b, wider);
 }

@@ -15,9 +15,9 @@
 #include <vector>
 
 #include "accel.h"
+#include "kernels/cuda_check.h"
 #include "tensor/cuda/allocator.h"
 #include "tensor/cuda/blas.h"
-#include "tensor/cuda/check.h"
 #include "tensor/cuda/device.h"
 #include "tensor/cuda/event.h"
 #include "tensor/cuda/matmul.h"

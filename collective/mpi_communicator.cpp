@@ -37,7 +37,7 @@
 #if ACCEL_WITH_CUDA
 #include <cuda_runtime_api.h>
 
-#include "tensor/cuda/check.h"
+#include "kernels/cuda_check.h"
 #include "tensor/cuda/device.h"
 #include "tensor/cuda/stream.h"
 #endif

@@ -4,7 +4,7 @@
 #include <fmt/format.h>
 #include <mpi.h>
 
-#include "tensor/error.h"
+#include "kernels/error.h"
 
 namespace accel {
 

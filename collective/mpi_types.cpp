@@ -1,51 +1,92 @@
-// MpiTypes: the 2-byte datatype and the f16/bf16 user ops, created once per owner and freed with it.
+// MpiTypes: the MPI datatype and ops of each dtype, the low-precision ones created once per owner and
+// freed with it.
 #include "collective/mpi_types.h"
 
 #include <fmt/format.h>
 
 #include "collective/mpi_environment.h"
-#include "tensor/error.h"
+#include "kernels/error.h"
 
 namespace accel {
 
 namespace {
 
-// An MPI_User_function for f16/bf16 held in a 2-byte datatype: widen to f32, combine, round back.
+// An MPI_User_function for f16/bf16 held in an opaque datatype: widen to f32, combine, round back.
 template <DType D, ReduceOp R>
 void half_reduce(void* in, void* inout, int* len, MPI_Datatype*) {
   reduce_into(D, R, inout, in, *len);
 }
 
-int op_index(ReduceOp reduce) { return reduce == ReduceOp::max ? 1 : reduce == ReduceOp::min ? 2 : 0; }
+// MPI passes a user function no context, so each (dtype, op) pair is its own instantiation.
+std::array<MPI_User_function*, 3> user_functions(DType dtype, const char* owner) {
+  return dispatch_floating(dtype, owner, [&]<class T>() {
+    constexpr DType D = dtype_of<T>();
+    return std::array<MPI_User_function*, 3>{half_reduce<D, ReduceOp::sum>, half_reduce<D, ReduceOp::max>,
+                                             half_reduce<D, ReduceOp::min>};
+  });
+}
+
+size_t op_index(ReduceOp reduce) { return reduce == ReduceOp::max ? 1 : reduce == ReduceOp::min ? 2 : 0; }
 
 }  // namespace
 
 MpiTypes::MpiTypes(const char* owner) : owner_(owner) {
-  auto check = [this](const char* call, int rc) {
-    if (rc != MPI_SUCCESS) {
-      release();
-      throw Error(fmt::format("{}: {}", owner_, mpi_error_text(call, rc)));
-    }
-  };
-  int bool_size = 0;
-  check("MPI_Type_size", MPI_Type_size(MPI_C_BOOL, &bool_size));
-  if (bool_size != static_cast<int>(sizeof(bool)))
-    throw Error(fmt::format("{}: MPI_C_BOOL has {} bytes but bool has {}", owner_, bool_size, sizeof(bool)));
-  check("MPI_Type_contiguous", MPI_Type_contiguous(2, MPI_BYTE, &half_type_));
-  check("MPI_Type_commit", MPI_Type_commit(&half_type_));
-  const std::array<MPI_User_function*, 3> f16 = {half_reduce<DType::f16, ReduceOp::sum>,
-                                                 half_reduce<DType::f16, ReduceOp::max>,
-                                                 half_reduce<DType::f16, ReduceOp::min>};
-  const std::array<MPI_User_function*, 3> bf16 = {half_reduce<DType::bf16, ReduceOp::sum>,
-                                                  half_reduce<DType::bf16, ReduceOp::max>,
-                                                  half_reduce<DType::bf16, ReduceOp::min>};
-  for (size_t i = 0; i < 3; ++i) {
-    check("MPI_Op_create", MPI_Op_create(f16[i], /*commute=*/1, &f16_ops_[i]));
-    check("MPI_Op_create", MPI_Op_create(bf16[i], /*commute=*/1, &bf16_ops_[i]));
+  datatypes_.fill(MPI_DATATYPE_NULL);
+  for (auto& ops : ops_) ops.fill(MPI_OP_NULL);
+  try {
+    // MPI's handles are not constant expressions in every MPI, so this table is filled at run time.
+    add_builtin(DType::f64, MPI_DOUBLE);
+    add_builtin(DType::f32, MPI_FLOAT);
+    add_builtin(DType::i64, MPI_INT64_T);
+    add_builtin(DType::i32, MPI_INT32_T);
+    add_builtin(DType::boolean, MPI_C_BOOL);
+    for (const DTypeTraits& t : kDTypeTraits)
+      if (t.is_low_precision) add_low_precision(t.dtype);
+    for (const DTypeTraits& t : kDTypeTraits)
+      if (datatypes_[index(t.dtype)] == MPI_DATATYPE_NULL)
+        throw Error(fmt::format("{}: dtype {} has no MPI datatype", owner_, t.name));
+  } catch (...) {
+    release();
+    throw;
   }
 }
 
 MpiTypes::~MpiTypes() { release(); }
+
+// MPI's type must hold exactly what accel stores, or counts and buffers would disagree.
+void MpiTypes::add_builtin(DType dtype, MPI_Datatype type) {
+  int size = 0;
+  const int rc = MPI_Type_size(type, &size);
+  if (rc != MPI_SUCCESS) throw Error(fmt::format("{}: {}", owner_, mpi_error_text("MPI_Type_size", rc)));
+  if (static_cast<size_t>(size) != dtype_size(dtype))
+    throw Error(fmt::format("{}: MPI's type for {} has {} bytes but {} has {}", owner_, dtype_name(dtype), size,
+                            dtype_name(dtype), dtype_size(dtype)));
+  datatypes_[index(dtype)] = type;
+  // bool: sum and max are logical or, min is logical and.
+  ops_[index(dtype)] = dtype == DType::boolean ? std::array<MPI_Op, 3>{MPI_LOR, MPI_LOR, MPI_LAND}
+                                               : std::array<MPI_Op, 3>{MPI_SUM, MPI_MAX, MPI_MIN};
+}
+
+void MpiTypes::add_low_precision(DType dtype) {
+  auto check = [this](const char* call, int rc) {
+    if (rc != MPI_SUCCESS) throw Error(fmt::format("{}: {}", owner_, mpi_error_text(call, rc)));
+  };
+  MPI_Datatype& type = datatypes_[index(dtype)];
+  check("MPI_Type_contiguous", MPI_Type_contiguous(static_cast<int>(dtype_size(dtype)), MPI_BYTE, &type));
+  created_types_.push_back(type);
+  check("MPI_Type_commit", MPI_Type_commit(&type));
+  created_types_.back() = type;  // commit may hand back a new handle
+  const std::array<MPI_User_function*, 3> functions = user_functions(dtype, owner_);
+  for (size_t i = 0; i < functions.size(); ++i) {
+    check("MPI_Op_create", MPI_Op_create(functions[i], /*commute=*/1, &ops_[index(dtype)][i]));
+    created_ops_.push_back(ops_[index(dtype)][i]);
+  }
+}
+
+size_t MpiTypes::index(DType dtype) const {
+  if (!is_known(dtype)) throw_unsupported_dtype(owner_, dtype, "a known dtype");
+  return static_cast<size_t>(dtype);
+}
 
 // Failures cannot be reported from here (a destructor or an unwinding constructor) and are ignored;
 // after MPI_Finalize nothing may be freed at all.
@@ -53,32 +94,16 @@ void MpiTypes::release() {
   int finalized = 0;
   MPI_Finalized(&finalized);
   if (finalized) return;
-  for (MPI_Op* op : {&f16_ops_[0], &f16_ops_[1], &f16_ops_[2], &bf16_ops_[0], &bf16_ops_[1], &bf16_ops_[2]})
-    if (*op != MPI_OP_NULL) MPI_Op_free(op);
-  if (half_type_ != MPI_DATATYPE_NULL) MPI_Type_free(&half_type_);
+  for (MPI_Op& op : created_ops_)
+    if (op != MPI_OP_NULL) MPI_Op_free(&op);
+  for (MPI_Datatype& type : created_types_)
+    if (type != MPI_DATATYPE_NULL) MPI_Type_free(&type);
+  created_ops_.clear();
+  created_types_.clear();
 }
 
-MPI_Datatype MpiTypes::datatype(DType dtype) const {
-  switch (dtype) {
-    case DType::f64: return MPI_DOUBLE;
-    case DType::f32: return MPI_FLOAT;
-    case DType::f16:
-    case DType::bf16: return half_type_;
-    case DType::i64: return MPI_INT64_T;
-    case DType::i32: return MPI_INT32_T;
-    case DType::boolean: return MPI_C_BOOL;
-  }
-  throw_unsupported_dtype(owner_, dtype, "a known dtype");
-}
+MPI_Datatype MpiTypes::datatype(DType dtype) const { return datatypes_[index(dtype)]; }
 
-MPI_Op MpiTypes::op(DType dtype, ReduceOp reduce) const {
-  const int index = op_index(reduce);
-  switch (dtype) {
-    case DType::f16: return f16_ops_[index];
-    case DType::bf16: return bf16_ops_[index];
-    case DType::boolean: return index == 2 ? MPI_LAND : MPI_LOR;
-    default: return index == 1 ? MPI_MAX : index == 2 ? MPI_MIN : MPI_SUM;
-  }
-}
+MPI_Op MpiTypes::op(DType dtype, ReduceOp reduce) const { return ops_[index(dtype)][op_index(reduce)]; }
 
 }  // namespace accel

@@ -5,14 +5,16 @@
 #include <mpi.h>
 
 #include <array>
+#include <vector>
 
 #include "collective/reduce_op.h"
 #include "tensor/dtype.h"
 
 namespace accel {
 
-// f16 and bf16 travel as opaque 2-byte units that only accel's user ops read (widen to f32, combine,
-// round back once); every other dtype maps to MPI's own type and op. Needs MPI initialised.
+// The low-precision dtypes (f16, bf16) travel as opaque units of their size that only accel's user ops
+// read (widen to f32, combine, round back once); every other dtype maps to MPI's own type and op. Both
+// maps are tables indexed by DType value, filled once from kDTypeTraits. Needs MPI initialised.
 class MpiTypes {
  public:
   // owner names the caller in error messages ("MpiCommunicator", "bench (raw-mpi)").
@@ -26,12 +28,17 @@ class MpiTypes {
   MPI_Op op(DType dtype, ReduceOp reduce) const;
 
  private:
+  void add_builtin(DType dtype, MPI_Datatype type);
+  void add_low_precision(DType dtype);
+  size_t index(DType dtype) const;  // throws for a value no dtype has
   void release();
 
   const char* owner_;
-  MPI_Datatype half_type_ = MPI_DATATYPE_NULL;
-  std::array<MPI_Op, 3> f16_ops_ = {MPI_OP_NULL, MPI_OP_NULL, MPI_OP_NULL};   // sum, max, min
-  std::array<MPI_Op, 3> bf16_ops_ = {MPI_OP_NULL, MPI_OP_NULL, MPI_OP_NULL};  // sum, max, min
+  std::array<MPI_Datatype, kDTypeCount> datatypes_;
+  std::array<std::array<MPI_Op, 3>, kDTypeCount> ops_;  // per dtype: sum (and avg), max, min
+  // What this object created and must free: the opaque types and user ops of the low-precision dtypes.
+  std::vector<MPI_Datatype> created_types_;
+  std::vector<MPI_Op> created_ops_;
 };
 
 }  // namespace accel

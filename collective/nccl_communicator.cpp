@@ -12,9 +12,9 @@
 #include <mutex>
 #include <vector>
 
+#include "kernels/cuda_check.h"
 #include "tensor/creation.h"
 #include "tensor/cuda/allocator.h"
-#include "tensor/cuda/check.h"
 #include "tensor/cuda/device.h"
 #include "tensor/cuda/event.h"
 #include "tensor/cuda/stream.h"
@@ -40,17 +40,21 @@ void check(const char* op, const char* call, ncclResult_t result, ncclComm_t com
   if (result != ncclSuccess) throw Error(fmt::format("{} (nccl): {} failed: {}", op, call, nccl_text(result, comm)));
 }
 
+struct NcclType {
+  DType dtype;
+  ncclDataType_t type;
+};
+
+// One row per dtype, in DType order (checked below), so the value indexes it. bool travels as bytes.
+constexpr NcclType kNcclTypes[] = {
+    {DType::f64, ncclFloat64}, {DType::f32, ncclFloat32}, {DType::f16, ncclFloat16}, {DType::bf16, ncclBfloat16},
+    {DType::i64, ncclInt64},   {DType::i32, ncclInt32},   {DType::boolean, ncclUint8},
+};
+static_assert(rows_in_dtype_order(kNcclTypes), "kNcclTypes needs one row per DType, in enum order");
+
 ncclDataType_t nccl_type(DType dtype) {
-  switch (dtype) {
-    case DType::f64: return ncclFloat64;
-    case DType::f32: return ncclFloat32;
-    case DType::f16: return ncclFloat16;
-    case DType::bf16: return ncclBfloat16;
-    case DType::i64: return ncclInt64;
-    case DType::i32: return ncclInt32;
-    case DType::boolean: return ncclUint8;
-  }
-  throw_unsupported_dtype("NcclCommunicator", dtype, "a known dtype");
+  if (!is_known(dtype)) throw_unsupported_dtype("NcclCommunicator", dtype, "a known dtype");
+  return kNcclTypes[static_cast<size_t>(dtype)].type;
 }
 
 // bool travels as bytes holding 0 or 1: sum and max are logical or (ncclMax), min is logical and.

@@ -3,20 +3,35 @@
 
 #include <fmt/format.h>
 
+#include <iterator>
 #include <type_traits>
 
-#include "tensor/error.h"
+#include "kernels/error.h"
 
 namespace accel {
 
+namespace {
+
+struct ReduceOpName {
+  ReduceOp op;
+  const char* name;
+};
+
+// One row per op, in enum order (checked below), so the value indexes it.
+constexpr ReduceOpName kReduceOpNames[] = {
+    {ReduceOp::sum, "sum"}, {ReduceOp::avg, "avg"}, {ReduceOp::max, "max"}, {ReduceOp::min, "min"}};
+
+static_assert([] {
+  for (size_t i = 0; i < std::size(kReduceOpNames); ++i)
+    if (static_cast<size_t>(kReduceOpNames[i].op) != i) return false;
+  return std::size(kReduceOpNames) == std::size(kAllReduceOps);
+}(), "kReduceOpNames needs one row per ReduceOp, in enum order");
+
+}  // namespace
+
 const char* reduce_op_name(ReduceOp op) {
-  switch (op) {
-    case ReduceOp::sum: return "sum";
-    case ReduceOp::avg: return "avg";
-    case ReduceOp::max: return "max";
-    case ReduceOp::min: return "min";
-  }
-  return "unknown";
+  const size_t i = static_cast<size_t>(op);
+  return i < std::size(kReduceOpNames) ? kReduceOpNames[i].name : "unknown";
 }
 
 namespace {

@@ -8,7 +8,16 @@
 
 namespace accel {
 
-enum class ReduceOp : uint8_t { sum, avg, max, min };
+// The numeric values are fixed and only ever appended to, as in ggml.h: a rank's op is compared with the
+// other ranks' and recorded (ledger, traces) by number. Never reorder, renumber or reuse one; a new op
+// takes the next number and a last row in kReduceOpNames (reduce_op.cpp) and in kAllReduceOps.
+// tests/collective/test_reduce_op.cpp pins them.
+enum class ReduceOp : uint8_t {
+  sum = 0,
+  avg = 1,
+  max = 2,
+  min = 3,
+};
 
 inline constexpr ReduceOp kAllReduceOps[] = {ReduceOp::sum, ReduceOp::avg, ReduceOp::max, ReduceOp::min};
 

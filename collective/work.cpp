@@ -1,7 +1,7 @@
 // Work and WorkState: a mutex, a condition variable and the outcome of one operation.
 #include "collective/work.h"
 
-#include "tensor/error.h"
+#include "kernels/error.h"
 
 namespace accel {
 

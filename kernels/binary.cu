@@ -1,5 +1,5 @@
 // Binary arithmetic kernels (add, sub, mul, div, pow, maximum, minimum) over the numeric dtypes;
-// the math is apply_binary from tensor/elementwise_math.h, computed in compute_t<T>.
+// the math is apply_binary from kernels/elementwise_math.h, computed in compute_t<T>.
 #include <type_traits>
 
 #include "kernels/convert.cuh"

@@ -2,7 +2,7 @@
 // load to float and store rounding to nearest even; doubles go to halves without double rounding.
 //
 // The f32 <-> f16 and f32 -> bf16 steps use the hardware cvt.rn instructions. They round to nearest
-// even exactly as tensor/half.h does for every non-NaN input (subnormals, overflow to inf and ties
+// even exactly as kernels/half.h does for every non-NaN input (subnormals, overflow to inf and ties
 // included); a NaN stays a NaN, but the hardware writes the canonical NaN (0x7fff) where half.h
 // keeps the sign and payload. bf16 -> f32 is the same 16-bit shift as in half.h.
 #pragma once
@@ -13,7 +13,7 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "tensor/dtype.h"
+#include "kernels/dtype.h"
 
 namespace accel::kernels {
 

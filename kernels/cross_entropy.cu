@@ -3,10 +3,10 @@
 // running (max, sum of exp); a mean or sum over the rows is one block adding the per-row losses in
 // f64 in a fixed order. Targets were checked on the host, so every target here is in range or ignored.
 #include "kernels/convert.cuh"
+#include "kernels/cuda_check.h"
 #include "kernels/nn.h"
+#include "kernels/reduce_math.h"
 #include "kernels/rows.cuh"
-#include "tensor/cuda/check.h"
-#include "tensor/reduce_math.h"
 
 namespace accel::kernels {
 

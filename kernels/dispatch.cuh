@@ -2,7 +2,7 @@
 // math inlines into its own kernel.
 #pragma once
 
-#include "tensor/elementwise_math.h"
+#include "kernels/elementwise_math.h"
 
 namespace accel::kernels {
 

@@ -1,9 +1,9 @@
 // Dropout: each thread draws one Philox block and decides the four elements it covers, element i
-// with word i % 4 of block offset + i / 4, exactly as dropout_keep (tensor/nn_math.h) does on the CPU.
+// with word i % 4 of block offset + i / 4, exactly as dropout_keep (kernels/nn_math.h) does on the CPU.
 #include "kernels/convert.cuh"
+#include "kernels/cuda_check.h"
 #include "kernels/nn.h"
-#include "tensor/cuda/check.h"
-#include "tensor/nn_math.h"
+#include "kernels/nn_math.h"
 
 namespace accel::kernels {
 

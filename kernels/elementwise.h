@@ -5,9 +5,9 @@
 
 #include <cuda_runtime_api.h>
 
+#include "kernels/dtype.h"
+#include "kernels/elementwise_math.h"
 #include "kernels/strided_args.h"
-#include "tensor/dtype.h"
-#include "tensor/elementwise_math.h"
 
 namespace accel::kernels {
 

@@ -6,10 +6,10 @@
 #include <string>
 
 #include "kernels/convert.cuh"
+#include "kernels/cuda_check.h"
+#include "kernels/error.h"
 #include "kernels/map.cuh"
 #include "kernels/nn.h"
-#include "tensor/cuda/check.h"
-#include "tensor/error.h"
 
 namespace accel::kernels {
 

@@ -7,10 +7,10 @@
 #include <type_traits>
 
 #include "kernels/convert.cuh"
+#include "kernels/cuda_check.h"
 #include "kernels/map.cuh"
 #include "kernels/nn.h"
 #include "kernels/rows.cuh"
-#include "tensor/cuda/check.h"
 
 namespace accel::kernels {
 

@@ -10,7 +10,7 @@
 #include <cstdint>
 #include <utility>
 
-#include "tensor/cuda/check.h"
+#include "kernels/cuda_check.h"
 #include "kernels/strided_args.h"
 
 namespace accel::kernels {

@@ -1,9 +1,9 @@
 // Multi-tensor kernels: one launch walks a table of tensors (kernels/multi_tensor.h). Block b finds
 // its tensor by a binary search over the slots' first blocks and updates that tensor's chunk
-// b - first_block with the per-element math of tensor/optim_math.h.
+// b - first_block with the per-element math of kernels/optim_math.h.
 #include "kernels/convert.cuh"
+#include "kernels/cuda_check.h"
 #include "kernels/multi_tensor.h"
-#include "tensor/cuda/check.h"
 
 namespace accel::kernels {
 

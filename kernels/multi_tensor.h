@@ -7,8 +7,8 @@
 
 #include <cstdint>
 
-#include "tensor/dtype.h"
-#include "tensor/optim_math.h"
+#include "kernels/dtype.h"
+#include "kernels/optim_math.h"
 
 namespace accel::kernels {
 

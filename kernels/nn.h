@@ -7,7 +7,7 @@
 
 #include <cstdint>
 
-#include "tensor/dtype.h"
+#include "kernels/dtype.h"
 
 namespace accel::kernels {
 

@@ -1,14 +1,14 @@
 // Row reduction kernels: sum/mean/max accumulate in compute_t<T> (f32 for f32/f16/bf16, f64 for f64,
-// i64 for integers) and argmax; the combine steps come from tensor/reduce_math.h. Short rows (or
+// i64 for integers) and argmax; the combine steps come from kernels/reduce_math.h. Short rows (or
 // many rows) get a warp each; a few long rows are cut into chunks, one block per chunk, whose
 // partials a second kernel combines. The order of every combine is fixed by the shape alone, so
 // results are deterministic.
 #include <type_traits>
 
 #include "kernels/convert.cuh"
+#include "kernels/cuda_check.h"
 #include "kernels/reduce.h"
-#include "tensor/cuda/check.h"
-#include "tensor/reduce_math.h"
+#include "kernels/reduce_math.h"
 
 namespace accel::kernels {
 

@@ -8,7 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "tensor/dtype.h"
+#include "kernels/dtype.h"
 
 namespace accel::kernels {
 

@@ -7,8 +7,8 @@
 
 #include <cstdint>
 
+#include "kernels/nn_math.h"
 #include "kernels/row_plan.h"
-#include "tensor/nn_math.h"
 
 namespace accel::kernels {
 

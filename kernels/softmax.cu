@@ -2,16 +2,16 @@
 // A softmax over the last dim (inner == 1) gives each row to a group of threads (kernels/row_plan.h):
 // rows that fit the group's registers are read once with 16-byte loads; longer ones stream through a
 // running (max, sum). Other dims give each thread one column. Math in f32 (f64 for f64) from
-// tensor/nn_math.h.
+// kernels/nn_math.h.
 #include <initializer_list>
 #include <type_traits>
 
 #include "kernels/convert.cuh"
+#include "kernels/cuda_check.h"
 #include "kernels/map.cuh"
 #include "kernels/nn.h"
+#include "kernels/reduce_math.h"
 #include "kernels/rows.cuh"
-#include "tensor/cuda/check.h"
-#include "tensor/reduce_math.h"
 
 namespace accel::kernels {
 

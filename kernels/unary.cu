@@ -1,5 +1,5 @@
 // Unary math kernels (neg, exp, log, sqrt, abs, tanh, sigmoid, relu, gelu); the math is
-// apply_unary from tensor/elementwise_math.h, computed in compute_t<T>.
+// apply_unary from kernels/elementwise_math.h, computed in compute_t<T>.
 #include <type_traits>
 
 #include "kernels/convert.cuh"

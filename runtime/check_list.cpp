@@ -7,8 +7,8 @@
 #include <ostream>
 
 #include "collective/communicator.h"
+#include "kernels/error.h"
 #include "tensor/creation.h"
-#include "tensor/error.h"
 
 namespace accel {
 

@@ -13,7 +13,7 @@
 #include <map>
 #include <sstream>
 
-#include "tensor/error.h"
+#include "kernels/error.h"
 
 namespace accel {
 

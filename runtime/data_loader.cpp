@@ -6,8 +6,8 @@
 
 #include <numeric>
 
+#include "kernels/philox.h"
 #include "tensor/nograd/copy.h"
-#include "tensor/philox.h"
 
 namespace accel {
 

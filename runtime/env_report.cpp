@@ -27,8 +27,8 @@
 extern char** environ;
 
 #if ACCEL_WITH_CUDA
+#include "kernels/error.h"
 #include "tensor/cuda/device.h"
-#include "tensor/error.h"
 #endif
 #if ACCEL_WITH_NCCL
 #include "collective/nccl_communicator.h"

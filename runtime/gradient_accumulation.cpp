@@ -5,7 +5,7 @@
 
 #include <algorithm>
 
-#include "tensor/error.h"
+#include "kernels/error.h"
 
 namespace accel {
 

@@ -12,9 +12,9 @@
 #include <fstream>
 #include <iostream>
 
+#include "kernels/error.h"
 #include "runtime/process_state.h"
 #include "runtime/rendezvous.h"
-#include "tensor/error.h"
 
 namespace accel {
 

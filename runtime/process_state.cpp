@@ -7,7 +7,7 @@
 #include <cstdlib>
 #include <optional>
 
-#include "tensor/error.h"
+#include "kernels/error.h"
 
 extern char** environ;
 

@@ -21,7 +21,7 @@
 #include <sstream>
 #include <thread>
 
-#include "tensor/error.h"
+#include "kernels/error.h"
 
 namespace accel {
 namespace {

@@ -8,12 +8,12 @@
 #include <ostream>
 
 #include "accel_config.h"
+#include "kernels/error.h"
 #include "runtime/accelerator.h"
 #include "runtime/check_list.h"
 #include "runtime/collective_checks.h"
 #include "runtime/process_state.h"
 #include "runtime/training_checks.h"
-#include "tensor/error.h"
 #if ACCEL_WITH_MPI
 #include <mpi.h>
 

@@ -14,6 +14,7 @@
 
 #include "autograd/engine.h"
 #include "autograd/functions.h"
+#include "kernels/error.h"
 #include "nn/activation.h"
 #include "nn/linear.h"
 #include "nn/loss.h"
@@ -24,7 +25,6 @@
 #include "runtime/data_loader.h"
 #include "runtime/dataset.h"
 #include "tensor/creation.h"
-#include "tensor/error.h"
 
 namespace accel {
 

@@ -5,9 +5,9 @@
 
 #include <cmath>
 
+#include "kernels/philox.h"
 #include "tensor/nograd/copy.h"
 #include "tensor/nograd/elementwise.h"
-#include "tensor/philox.h"
 
 namespace accel {
 

@@ -3,8 +3,8 @@
 
 #include <fmt/format.h>
 
+#include "kernels/error.h"
 #include "tensor/dispatch.h"
-#include "tensor/error.h"
 
 #if ACCEL_WITH_CUDA
 #include "tensor/cuda/device.h"

@@ -1,7 +1,7 @@
 // Generator: deriving child seeds from a Philox stream.
 #include "tensor/generator.h"
 
-#include "tensor/philox.h"
+#include "kernels/philox.h"
 
 namespace accel {
 

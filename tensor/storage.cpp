@@ -7,8 +7,8 @@
 #include <cstdlib>
 
 #include "accel_config.h"
+#include "kernels/error.h"
 #include "tensor/cpu/host_allocator.h"
-#include "tensor/error.h"
 
 #if ACCEL_WITH_CUDA
 #include "tensor/cuda/allocator.h"

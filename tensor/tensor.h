@@ -9,9 +9,9 @@
 #include <string>
 #include <vector>
 
+#include "kernels/error.h"
 #include "tensor/device.h"
 #include "tensor/dtype.h"
-#include "tensor/error.h"
 #include "tensor/hook_list.h"
 #include "tensor/shape.h"
 #include "tensor/storage.h"

@@ -3,7 +3,7 @@
 
 #include <fmt/format.h>
 
-#include "tensor/error.h"
+#include "kernels/error.h"
 
 namespace accel::bench {
 

@@ -15,6 +15,7 @@
 
 #include "accel_config.h"
 #include "autograd/engine.h"
+#include "kernels/error.h"
 #include "nn/activation.h"
 #include "nn/linear.h"
 #include "nn/loss.h"
@@ -23,7 +24,6 @@
 #include "runtime/accelerator.h"
 #include "runtime/bench/published_peaks.h"
 #include "tensor/creation.h"
-#include "tensor/error.h"
 #include "tensor/nograd/copy.h"
 #include "tensor/nograd/elementwise.h"
 #include "tensor/nograd/matmul.h"

@@ -8,10 +8,10 @@
 #include <memory>
 
 #include "accel_config.h"
+#include "kernels/error.h"
 #include "runtime/bench/collective_bench.h"
 #include "runtime/bench/precision_report.h"
 #include "runtime/process_state.h"
-#include "tensor/error.h"
 #if ACCEL_WITH_MPI
 #include <mpi.h>
 

@@ -7,7 +7,7 @@
 #include <iostream>
 #include <string>
 
-#include "tensor/error.h"
+#include "kernels/error.h"
 
 namespace accel {
 

@@ -7,13 +7,13 @@
 #include <iostream>
 #include <thread>
 
+#include "kernels/error.h"
 #include "runtime/cli/bench_command.h"
 #include "runtime/cli/config_wizard.h"
 #include "runtime/config_file.h"
 #include "runtime/env_report.h"
 #include "runtime/launch.h"
 #include "runtime/self_test.h"
-#include "tensor/error.h"
 
 namespace {
 

@@ -6,11 +6,11 @@
 #include <limits>
 #include <vector>
 
+#include "kernels/nn_math.h"
 #include "tensor/cpu/index_check.h"
 #include "tensor/cpu/loop.h"
 #include "tensor/cpu/map.h"
 #include "tensor/cpu/vec_math.h"
-#include "tensor/nn_math.h"
 
 namespace accel::cpu {
 

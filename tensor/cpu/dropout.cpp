@@ -2,9 +2,9 @@
 // across threads, or a CUDA grid, draws the same mask.
 #include "tensor/cpu/dropout.h"
 
+#include "kernels/nn_math.h"
 #include "tensor/cpu/loop.h"
 #include "tensor/cpu/map.h"
-#include "tensor/nn_math.h"
 
 namespace accel::cpu {
 

@@ -1,7 +1,7 @@
 // CPU loops of the elementwise ops. Inputs are already checked and broadcast to out's shape.
 #pragma once
 
-#include "tensor/elementwise_math.h"
+#include "kernels/elementwise_math.h"
 #include "tensor/tensor.h"
 
 namespace accel::cpu {

@@ -10,7 +10,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "tensor/error.h"
+#include "kernels/error.h"
 
 namespace accel::cpu {
 

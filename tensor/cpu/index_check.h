@@ -9,8 +9,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "kernels/error.h"
 #include "tensor/dtype.h"
-#include "tensor/error.h"
 #include "tensor/shape.h"
 
 namespace accel::cpu {

@@ -5,9 +5,9 @@
 #include <algorithm>
 #include <vector>
 
+#include "kernels/nn_math.h"
 #include "tensor/cpu/loop.h"
 #include "tensor/cpu/map.h"
-#include "tensor/nn_math.h"
 
 namespace accel::cpu {
 

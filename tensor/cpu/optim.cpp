@@ -1,11 +1,11 @@
 // CPU fused optimizer updates and the loss scaler's unscale: each element is loaded once, updated by
-// the shared math of tensor/optim_math.h in the compute type, and stored once.
+// the shared math of kernels/optim_math.h in the compute type, and stored once.
 #include "tensor/cpu/optim.h"
 
+#include "kernels/optim_math.h"
 #include "tensor/cpu/loop.h"
 #include "tensor/cpu/map.h"
 #include "tensor/nograd/optim_ops.h"
-#include "tensor/optim_math.h"
 
 namespace accel::cpu {
 

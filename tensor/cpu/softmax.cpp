@@ -7,10 +7,10 @@
 #include <algorithm>
 #include <limits>
 
+#include "kernels/nn_math.h"
 #include "tensor/cpu/loop.h"
 #include "tensor/cpu/map.h"
 #include "tensor/cpu/vec_math.h"
-#include "tensor/nn_math.h"
 
 namespace accel::cpu {
 

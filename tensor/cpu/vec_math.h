@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "tensor/elementwise_math.h"
+#include "kernels/elementwise_math.h"
 
 namespace accel::cpu {
 

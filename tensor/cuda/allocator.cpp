@@ -16,10 +16,10 @@
 #include <unordered_map>
 #include <vector>
 
-#include "tensor/cuda/check.h"
+#include "kernels/cuda_check.h"
+#include "kernels/error.h"
 #include "tensor/cuda/device.h"
 #include "tensor/cuda/stream.h"
-#include "tensor/error.h"
 
 namespace accel::cuda {
 

@@ -6,11 +6,11 @@
 #include <array>
 #include <mutex>
 
+#include "kernels/cuda_check.h"
+#include "kernels/error.h"
 #include "tensor/cuda/allocator.h"
-#include "tensor/cuda/check.h"
 #include "tensor/cuda/device.h"
 #include "tensor/cuda/stream.h"
-#include "tensor/error.h"
 
 namespace accel::cuda {
 

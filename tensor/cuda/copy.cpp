@@ -5,10 +5,10 @@
 
 #include <fmt/format.h>
 
+#include "kernels/cuda_check.h"
 #include "kernels/elementwise.h"
 #include "tensor/cpu/copy.h"
 #include "tensor/creation.h"
-#include "tensor/cuda/check.h"
 #include "tensor/cuda/device.h"
 #include "tensor/cuda/launch.h"
 #include "tensor/cuda/pinned.h"

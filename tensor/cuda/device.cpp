@@ -7,8 +7,8 @@
 
 #include <mutex>
 
-#include "tensor/cuda/check.h"
-#include "tensor/error.h"
+#include "kernels/cuda_check.h"
+#include "kernels/error.h"
 
 namespace accel::cuda {
 

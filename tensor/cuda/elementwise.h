@@ -2,7 +2,7 @@
 // to out's shape by the op entry points; each queues kernels on the device's compute stream.
 #pragma once
 
-#include "tensor/elementwise_math.h"
+#include "kernels/elementwise_math.h"
 #include "tensor/tensor.h"
 
 namespace accel::cuda {

@@ -5,7 +5,7 @@
 
 #include <utility>
 
-#include "tensor/cuda/check.h"
+#include "kernels/cuda_check.h"
 
 namespace accel::cuda {
 

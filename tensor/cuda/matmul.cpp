@@ -9,9 +9,9 @@
 #include <atomic>
 #include <climits>
 
+#include "kernels/cuda_check.h"
 #include "tensor/cpu/loop.h"
 #include "tensor/cuda/blas.h"
-#include "tensor/cuda/check.h"
 #include "tensor/cuda/device.h"
 #include "tensor/cuda/elementwise.h"
 #include "tensor/cuda/gemm_plan.h"
@@ -42,19 +42,35 @@ struct Descriptors {
 };
 
 struct GemmTypes {
+  DType dtype;
   cudaDataType_t data;
   cublasComputeType_t compute;
   cudaDataType_t scale;
 };
 
-GemmTypes gemm_types(DType dtype) {
-  switch (dtype) {
-    case DType::f64: return {CUDA_R_64F, CUBLAS_COMPUTE_64F, CUDA_R_64F};
-    case DType::f32: return {CUDA_R_32F, CUBLAS_COMPUTE_32F, CUDA_R_32F};
-    case DType::f16: return {CUDA_R_16F, CUBLAS_COMPUTE_32F, CUDA_R_32F};
-    case DType::bf16: return {CUDA_R_16BF, CUBLAS_COMPUTE_32F, CUDA_R_32F};
-    default: throw_unsupported_dtype("matmul", dtype, "a floating dtype (f64, f32, f16, bf16)");
-  }
+// The floating dtypes; f16 and bf16 accumulate and scale in f32 (their compute dtype).
+constexpr GemmTypes kGemmTypes[] = {
+    {DType::f64, CUDA_R_64F, CUBLAS_COMPUTE_64F, CUDA_R_64F},
+    {DType::f32, CUDA_R_32F, CUBLAS_COMPUTE_32F, CUDA_R_32F},
+    {DType::f16, CUDA_R_16F, CUBLAS_COMPUTE_32F, CUDA_R_32F},
+    {DType::bf16, CUDA_R_16BF, CUBLAS_COMPUTE_32F, CUDA_R_32F},
+};
+
+constexpr bool has_gemm_types(DType dtype) {
+  for (const GemmTypes& t : kGemmTypes)
+    if (t.dtype == dtype) return true;
+  return false;
+}
+static_assert([] {
+  for (const DTypeTraits& t : kDTypeTraits)
+    if (t.is_floating != has_gemm_types(t.dtype)) return false;
+  return true;
+}(), "kGemmTypes needs a row for each floating dtype and none other");
+
+const GemmTypes& gemm_types(DType dtype) {
+  for (const GemmTypes& t : kGemmTypes)
+    if (t.dtype == dtype) return t;
+  throw_unsupported_dtype("matmul", dtype, "a floating dtype (f64, f32, f16, bf16)");
 }
 
 template <class T>

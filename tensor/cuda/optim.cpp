@@ -5,8 +5,8 @@
 #include <cuda_runtime_api.h>
 #include <fmt/format.h>
 
+#include "kernels/cuda_check.h"
 #include "kernels/multi_tensor.h"
-#include "tensor/cuda/check.h"
 #include "tensor/cuda/device.h"
 #include "tensor/cuda/pinned.h"
 #include "tensor/cuda/scratch.h"

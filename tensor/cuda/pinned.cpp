@@ -11,10 +11,10 @@
 #include <memory>
 #include <mutex>
 
-#include "tensor/cuda/check.h"
+#include "kernels/cuda_check.h"
+#include "kernels/error.h"
 #include "tensor/cuda/device.h"
 #include "tensor/cuda/stream.h"
-#include "tensor/error.h"
 
 namespace accel::cuda {
 

@@ -6,9 +6,9 @@
 #include <array>
 #include <mutex>
 
-#include "tensor/cuda/check.h"
+#include "kernels/cuda_check.h"
+#include "kernels/error.h"
 #include "tensor/cuda/device.h"
-#include "tensor/error.h"
 
 namespace accel::cuda {
 

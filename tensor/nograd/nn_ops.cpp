@@ -8,6 +8,7 @@
 #include <cmath>
 #include <utility>
 
+#include "kernels/philox.h"
 #include "tensor/cpu/cross_entropy.h"
 #include "tensor/cpu/dropout.h"
 #include "tensor/cpu/embedding.h"
@@ -17,7 +18,6 @@
 #include "tensor/dispatch.h"
 #include "tensor/nograd/elementwise.h"
 #include "tensor/nograd/views.h"
-#include "tensor/philox.h"
 
 #if ACCEL_WITH_CUDA
 #include "tensor/cuda/cross_entropy.h"
@@ -64,7 +64,7 @@ void check_shape(const char* op, const Tensor& t, const char* name, const Shape&
 }
 
 // Layer-norm statistics and the cross-entropy loss are f64 for f64 inputs, else f32.
-DType stats_dtype(DType dtype) { return dtype == DType::f64 ? DType::f64 : DType::f32; }
+DType stats_dtype(DType dtype) { return compute_dtype(dtype); }
 
 const char* reduction_name(Reduction r) {
   switch (r) {

@@ -49,7 +49,7 @@ Tensor cross_entropy_backward(const Tensor& grad_loss, const Tensor& logits, con
 
 // Zeroes each element with probability p and scales the rest by 1/(1-p). keep_mask is bool.
 // Element i (row-major) is kept when random_uniform_at(seed, offset, i) >= p (dropout_keep in
-// tensor/nn_math.h), identical on every device. The generator advances by uniform_blocks(numel)
+// kernels/nn_math.h), identical on every device. The generator advances by uniform_blocks(numel)
 // whatever p is; p = 0 returns x itself with an all-true mask, p = 1 zeros; p outside [0, 1] throws.
 struct DropoutResult {
   Tensor out, keep_mask;

@@ -19,7 +19,7 @@ namespace accel::nograd {
 namespace {
 
 // Optimizer state is f32, or f64 for f64 params; f16/bf16 params therefore update in f32.
-DType state_dtype(DType param) { return param == DType::f64 ? DType::f64 : DType::f32; }
+DType state_dtype(DType param) { return compute_dtype(param); }
 
 void check_length(const char* op, size_t params, size_t n, const char* list) {
   if (n != params) throw Error(fmt::format("{}: {} params but {} {}", op, params, n, list));

@@ -1,6 +1,6 @@
 // GPU elementwise ops against the CPU path on the same random inputs: every op and dtype, odd sizes
 // (1, 7, 1000003), and non-contiguous operands (transposes, slices, broadcasts, misaligned views).
-#include "tensor/elementwise_math.h"
+#include "kernels/elementwise_math.h"
 #include "tensor/nograd/copy.h"
 #include "tensor/nograd/elementwise.h"
 #include "tensor/nograd/views.h"

@@ -7,11 +7,11 @@
 #include <vector>
 
 #include "accel.h"
+#include "kernels/cuda_check.h"
 #include "kernels/multi_tensor.h"
 #include "kernels/reduce.h"
 #include "kernels/row_plan.h"
 #include "runtime/env_report.h"
-#include "tensor/cuda/check.h"
 #include "tensor/cuda/device.h"
 #include "tensor/cuda/gemm_plan.h"
 #include "tensor/cuda/launch.h"

@@ -12,9 +12,9 @@
 #include <sstream>
 
 #include "free_port.h"
+#include "kernels/error.h"
 #include "runtime/launch.h"
 #include "runtime/rendezvous.h"
-#include "tensor/error.h"
 
 using namespace accel;
 

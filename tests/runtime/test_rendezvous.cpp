@@ -10,8 +10,8 @@
 #include <thread>
 
 #include "free_port.h"
+#include "kernels/error.h"
 #include "runtime/rendezvous.h"
-#include "tensor/error.h"
 
 using namespace accel;
 

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "collective/work_queue.h"
-#include "tensor/error.h"
+#include "kernels/error.h"
 
 using namespace accel;
 

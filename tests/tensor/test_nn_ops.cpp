@@ -8,11 +8,11 @@
 #include <limits>
 
 #include "accel.h"
+#include "kernels/philox.h"
 #include "tensor/nograd/copy.h"
 #include "tensor/nograd/elementwise.h"
 #include "tensor/nograd/nn_ops.h"
 #include "tensor/nograd/views.h"
-#include "tensor/philox.h"
 
 using namespace accel;
 using Vec = std::vector<double>;

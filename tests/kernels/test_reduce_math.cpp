@@ -1,4 +1,4 @@
-// The combine steps the CUDA reductions use (tensor/reduce_math.h): combined in any tree order they
+// The combine steps the CUDA reductions use (kernels/reduce_math.h): combined in any tree order they
 // must give the serial CPU loop's max and argmax, NaN and ties included.
 #include <doctest/doctest.h>
 
@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "tensor/reduce_math.h"
+#include "kernels/reduce_math.h"
 
 using namespace accel;
 

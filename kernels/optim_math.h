@@ -6,8 +6,8 @@
 #include <cmath>
 #include <cstdint>
 
-#include "tensor/elementwise_math.h"
-#include "tensor/hd.h"
+#include "kernels/elementwise_math.h"
+#include "kernels/hd.h"
 
 namespace accel {
 

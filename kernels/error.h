@@ -1,4 +1,5 @@
-// accel::Error, the one exception type of the library, and the check macro that throws it.
+// accel::Error, the one exception type of the library, and the check macro that throws it. It sits at
+// the lowest floor so that the kernels' launch checks throw the same type as every layer above.
 #pragma once
 
 #include <stdexcept>

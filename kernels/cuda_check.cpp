@@ -1,5 +1,5 @@
 // Formatting of CUDA and cuBLAS failures into accel::Error.
-#include "tensor/cuda/check.h"
+#include "kernels/cuda_check.h"
 
 #include <cublas_v2.h>
 
@@ -7,7 +7,7 @@
 
 #include <climits>
 
-#include "tensor/error.h"
+#include "kernels/error.h"
 
 namespace accel::cuda {
 

@@ -6,7 +6,7 @@
 #include <cmath>
 #include <cstdint>
 
-#include "tensor/hd.h"
+#include "kernels/hd.h"
 
 namespace accel {
 

@@ -1,5 +1,5 @@
-// The per-element and per-row math the CUDA kernels share with the CPU (tensor/nn_math.h,
-// tensor/optim_math.h), checked here on the CPU: the running softmax (max, sum) that the kernels
+// The per-element and per-row math the CUDA kernels share with the CPU (kernels/nn_math.h,
+// kernels/optim_math.h), checked here on the CPU: the running softmax (max, sum) that the kernels
 // combine in trees gives the two-pass result in any split and order, -inf included; a Philox block
 // per thread decides dropout exactly as dropout_keep does; unscale_grad finds inf and NaN; the step
 // coefficients round once from f64.
@@ -9,8 +9,8 @@
 #include <limits>
 #include <vector>
 
-#include "tensor/nn_math.h"
-#include "tensor/optim_math.h"
+#include "kernels/nn_math.h"
+#include "kernels/optim_math.h"
 
 using namespace accel;
 

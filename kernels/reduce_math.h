@@ -6,8 +6,8 @@
 #include <cstdint>
 #include <limits>
 
-#include "tensor/elementwise_math.h"
-#include "tensor/hd.h"
+#include "kernels/elementwise_math.h"
+#include "kernels/hd.h"
 
 namespace accel {
 

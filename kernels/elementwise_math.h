@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "tensor/hd.h"
+#include "kernels/hd.h"
 
 namespace accel {
 

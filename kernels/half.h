@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <cstring>
 
-#include "tensor/hd.h"
+#include "kernels/hd.h"
 
 namespace accel {
 

@@ -4,9 +4,9 @@
 
 #include <cstdint>
 
-#include "tensor/elementwise_math.h"
-#include "tensor/hd.h"
-#include "tensor/philox.h"
+#include "kernels/elementwise_math.h"
+#include "kernels/hd.h"
+#include "kernels/philox.h"
 
 namespace accel {
 

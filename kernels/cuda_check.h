@@ -1,6 +1,7 @@
 // CUDA and cuBLAS status checks: a failed call becomes an accel::Error that names the call, the
 // device and the error, e.g.
 //   "cudaMalloc(1073741824 bytes) on cuda:0: out of memory (cudaErrorMemoryAllocation)".
+// At the kernels floor because the kernels check their own launches; tensor/cuda uses it for every call.
 #pragma once
 
 #include <cublasLt.h>
