@@ -8,17 +8,17 @@
 #include <memory>
 
 #include "accel_config.h"
+#include "bench/lib/collective_bench.h"
+#include "bench/lib/precision_report.h"
 #include "kernels/error.h"
-#include "runtime/bench/collective_bench.h"
-#include "runtime/bench/precision_report.h"
 #include "runtime/process_state.h"
 #if ACCEL_WITH_MPI
 #include <mpi.h>
 
+#include "bench/lib/raw_mpi_backend.h"
 #include "collective/mpi_communicator.h"
 #include "collective/mpi_environment.h"
 #include "collective/ring_communicator.h"
-#include "runtime/bench/raw_mpi_backend.h"
 #endif
 
 namespace accel {

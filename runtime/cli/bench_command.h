@@ -1,6 +1,6 @@
 // `accel bench allreduce|allgather|reducescatter|broadcast|precision`: the command-line side of the
 // benchmarks (options, MPI and the backends, the printed table and --json); the measurements themselves
-// are runtime/bench/collective_bench.h and runtime/bench/precision_bench.h.
+// are bench/lib/collective_bench.h and bench/lib/precision_bench.h.
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -9,7 +9,7 @@
 #include <utility>
 #include <vector>
 
-#include "runtime/bench/collective_kind.h"
+#include "bench/lib/collective_kind.h"
 
 namespace accel {
 

@@ -10,10 +10,10 @@
 #include "kernels/error.h"
 #include "runtime/cli/bench_command.h"
 #include "runtime/cli/config_wizard.h"
+#include "runtime/cli/env_report.h"
+#include "runtime/cli/launch.h"
+#include "runtime/cli/self_test.h"
 #include "runtime/config_file.h"
-#include "runtime/env_report.h"
-#include "runtime/launch.h"
-#include "runtime/self_test.h"
 
 namespace {
 

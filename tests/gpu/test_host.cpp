@@ -11,7 +11,7 @@
 #include "kernels/multi_tensor.h"
 #include "kernels/reduce.h"
 #include "kernels/row_plan.h"
-#include "runtime/env_report.h"
+#include "runtime/cli/env_report.h"
 #include "tensor/cuda/device.h"
 #include "tensor/cuda/gemm_plan.h"
 #include "tensor/cuda/launch.h"

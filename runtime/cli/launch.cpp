@@ -1,0 +1,250 @@
+// Building and running the mpirun command line.
+#include "runtime/cli/launch.h"
+
+#include <fmt/format.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+
+#include "kernels/error.h"
+#include "runtime/cli/rendezvous.h"
+#include "runtime/process_state.h"
+
+namespace accel {
+
+std::vector<std::pair<std::string, std::string>> settings_environment(const ConfigFile& c) {
+  return {{"ACCEL_MIXED_PRECISION", c.mixed_precision},
+          {"ACCEL_GRADIENT_ACCUMULATION_STEPS", std::to_string(c.gradient_accumulation_steps)},
+          {"ACCEL_USE_CPU", c.use_cpu ? "true" : "false"},
+          {"ACCEL_BACKEND", c.backend}};
+}
+
+MachineSource machine_source(const ConfigFile& c) {
+  validate_config(c, "accel launch");
+  const bool machine_flags = !c.main_process_ip.empty() || c.machine_rank > 0;
+  // The machine flags that were given, as the user typed them, for the messages below.
+  std::string given;
+  if (c.machine_rank > 0) given = fmt::format("--machine_rank {}", c.machine_rank);
+  if (!c.main_process_ip.empty())
+    given += fmt::format("{}--main_process_ip {}", given.empty() ? "" : " ", c.main_process_ip);
+  if (!c.hostfile.empty() && machine_flags)
+    throw Error(fmt::format("accel launch: --hostfile {} and the machine flags ({}) are two ways to name the machines; "
+                            "give one",
+                            c.hostfile, given));
+  if (c.environment == "slurm") {
+    if (machine_flags)
+      throw Error(fmt::format("accel launch: inside SLURM mpirun takes the machines from the allocation; drop the "
+                              "machine flags ({})",
+                              given));
+    return MachineSource::slurm;
+  }
+  if (!c.hostfile.empty()) return MachineSource::hostfile;
+  if (c.num_machines == 1) return MachineSource::local;
+  if (c.main_process_ip.empty())
+    throw Error(fmt::format("accel launch: {} machines need either --hostfile FILE (accel launch runs once, on the "
+                            "first host) or --main_process_ip IP with --machine_rank R (accel launch runs on every "
+                            "machine)",
+                            c.num_machines));
+  return MachineSource::rendezvous;
+}
+
+std::vector<std::string> mpirun_command(const LaunchRequest& request, const HostFacts& host) {
+  const ConfigFile& c = request.config;
+  const MachineSource source = machine_source(c);
+  if (request.program.empty()) throw Error("accel launch: no program given; usage: accel launch [options] PROGRAM [ARGS...]");
+  std::string hostfile = c.hostfile;
+  if (source == MachineSource::rendezvous) {
+    if (request.machines_hostfile.empty())
+      throw Error(fmt::format("accel launch: with the machine flags the mpirun line comes from machine 0 after the "
+                              "rendezvous; this is machine {}",
+                              c.machine_rank));
+    hostfile = request.machines_hostfile;
+  }
+  std::vector<std::string> argv = {"mpirun", "-np", std::to_string(c.num_processes)};
+  const int per_machine = (c.num_processes + c.num_machines - 1) / c.num_machines;
+  if (per_machine > host.cores) argv.push_back("--oversubscribe");
+  if (host.is_root) argv.push_back("--allow-run-as-root");
+  if (!hostfile.empty()) {
+    argv.push_back("--hostfile");
+    argv.push_back(hostfile);
+  }
+  argv.insert(argv.end(), request.mpirun_args.begin(), request.mpirun_args.end());
+  for (const auto& [name, value] : settings_environment(c)) {
+    argv.push_back("-x");
+    argv.push_back(name + "=" + value);
+  }
+  argv.push_back(request.self_path.empty() ? "accel" : request.self_path);
+  argv.push_back("exec-rank");
+  argv.push_back("--");
+  argv.push_back(request.program);
+  argv.insert(argv.end(), request.program_args.begin(), request.program_args.end());
+  return argv;
+}
+
+std::vector<std::string> split_arguments(const std::string& text, const std::string& what) {
+  std::vector<std::string> words;
+  std::string word;
+  bool in_word = false;
+  char quote = 0;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char ch = text[i];
+    if (quote != 0) {
+      if (ch == quote) {
+        quote = 0;
+      } else if (ch == '\\' && quote == '"' && i + 1 < text.size() && (text[i + 1] == '"' || text[i + 1] == '\\')) {
+        word += text[++i];
+      } else {
+        word += ch;
+      }
+    } else if (ch == '\'' || ch == '"') {
+      quote = ch;
+      in_word = true;
+    } else if (ch == '\\' && i + 1 < text.size()) {
+      word += text[++i];
+      in_word = true;
+    } else if (ch == ' ' || ch == '\t' || ch == '\n') {
+      if (in_word) words.push_back(word);
+      word.clear();
+      in_word = false;
+    } else {
+      word += ch;
+      in_word = true;
+    }
+  }
+  if (quote != 0) throw Error(fmt::format("accel launch: {} has an unterminated {} quote: {}", what, quote, text));
+  if (in_word) words.push_back(word);
+  return words;
+}
+
+namespace {
+
+// Writes the gathered machines to a fresh file under $TMPDIR (or /tmp) and returns its path.
+std::string write_hostfile(const std::vector<MachineEntry>& machines) {
+  const char* tmp = std::getenv("TMPDIR");
+  std::string path = fmt::format("{}/accel-hostfile-XXXXXX", tmp != nullptr && *tmp != '\0' ? tmp : "/tmp");
+  const int fd = mkstemp(path.data());
+  if (fd < 0) throw Error(fmt::format("accel launch: cannot create the hostfile {}: {}", path, std::strerror(errno)));
+  close(fd);
+  std::ofstream(path) << hostfile_text(machines);
+  return path;
+}
+
+int launch_machine_flags(const LaunchRequest& request, const HostFacts& host, bool dry_run, std::ostream& out,
+                         std::ostream& log) {
+  const ConfigFile& c = request.config;
+  const RendezvousSpec spec{c.main_process_ip, c.main_process_port, c.num_machines, c.num_processes,
+                            request.rendezvous_timeout_s};
+  if (c.machine_rank > 0) {
+    log << fmt::format("accel launch: machine {} of {} joining machine 0 at {}:{}\n", c.machine_rank, c.num_machines,
+                       c.main_process_ip, c.main_process_port)
+        << std::flush;
+    const int status = rendezvous_join(spec, c.machine_rank, [&](const MachineEntry& self) {
+      log << fmt::format("accel launch: machine {} joined as {} with {} slots; mpirun on machine 0 starts its ranks\n",
+                         self.machine_rank, self.address, self.slots)
+          << std::flush;
+    });
+    log << fmt::format("accel launch: machine 0 reports that the job ended with status {}\n", status);
+    return status;
+  }
+
+  RendezvousHost rendezvous(spec);
+  log << fmt::format("accel launch: machine 0 waiting on {}:{} for {} other machine(s) (up to {} s)\n",
+                     c.main_process_ip, rendezvous.port(), c.num_machines - 1, spec.timeout_s)
+      << std::flush;
+  std::string hostfile;
+  try {
+    const std::vector<MachineEntry> machines = rendezvous.gather();
+    for (const MachineEntry& m : machines)
+      log << fmt::format("accel launch: machine {} at {} with {} slots\n", m.machine_rank, m.address, m.slots);
+    LaunchRequest with_hosts = request;
+    with_hosts.machines_hostfile = hostfile = write_hostfile(machines);
+    const std::vector<std::string> argv = mpirun_command(with_hosts, host);
+    if (dry_run) {
+      out << shell_join(argv) << "\n";
+      rendezvous.announce_exit(0);
+      return 0;
+    }
+    const int status = run_command(argv);
+    std::filesystem::remove(hostfile);
+    if (status != 0) log << fmt::format("accel launch: the job failed (mpirun exited with status {})\n", status);
+    rendezvous.announce_exit(status);
+    return status;
+  } catch (const Error& e) {
+    if (!hostfile.empty() && !dry_run) std::filesystem::remove(hostfile);
+    rendezvous.announce_error(e.what());
+    throw;
+  }
+}
+
+}  // namespace
+
+int launch(const LaunchRequest& request, const HostFacts& host, bool dry_run, std::ostream& out, std::ostream& log) {
+  if (machine_source(request.config) == MachineSource::rendezvous)
+    return launch_machine_flags(request, host, dry_run, out, log);
+  const std::vector<std::string> argv = mpirun_command(request, host);
+  if (dry_run) {
+    out << shell_join(argv) << "\n";
+    return 0;
+  }
+  const int status = run_command(argv);
+  if (status != 0) log << fmt::format("accel launch: the job failed (mpirun exited with status {})\n", status);
+  return status;
+}
+
+std::string shell_join(const std::vector<std::string>& argv) {
+  std::string line;
+  for (const std::string& arg : argv) {
+    if (!line.empty()) line += ' ';
+    const bool plain = !arg.empty() && arg.find_first_not_of(
+        "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_./=:,+@%") == std::string::npos;
+    if (plain) {
+      line += arg;
+    } else {
+      line += '\'';
+      for (char ch : arg) line += ch == '\'' ? std::string("'\\''") : std::string(1, ch);
+      line += '\'';
+    }
+  }
+  return line;
+}
+
+int run_command(const std::vector<std::string>& argv) {
+  if (argv.empty()) throw Error("run_command: empty command");
+  std::vector<char*> args;
+  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  const pid_t pid = fork();
+  if (pid < 0) throw Error(fmt::format("run_command: fork failed: {}", std::strerror(errno)));
+  if (pid == 0) {
+    execvp(args[0], args.data());
+    std::cerr << fmt::format("accel: cannot run '{}': {}\n", argv[0], std::strerror(errno));
+    _exit(127);
+  }
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0) {
+    if (errno != EINTR) throw Error(fmt::format("run_command: waitpid failed: {}", std::strerror(errno)));
+  }
+  if (WIFEXITED(status)) return WEXITSTATUS(status);
+  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
+  return 1;
+}
+
+int exec_rank(const std::vector<std::string>& argv) {
+  const int status = run_command(argv);
+  if (status != 0) {
+    const ProcessState state = ProcessState::from_environment();
+    char host[256] = "?";
+    gethostname(host, sizeof host - 1);
+    std::cerr << fmt::format("accel launch: rank {} on {} exited with status {}{}\n", state.rank, host, status,
+                             status > 128 ? fmt::format(" (signal {})", status - 128) : "");
+  }
+  return status;
+}
+
+}  // namespace accel
