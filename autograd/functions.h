@@ -1,4 +1,4 @@
-// Differentiable ops: each runs the raw op of tensor/ops and, when grad mode is on and an input
+// Differentiable ops: each runs the raw op of tensor/nograd and, when grad mode is on and an input
 // requires grad, records a node whose backward is written beside it. This is the op set users call.
 #pragma once
 
