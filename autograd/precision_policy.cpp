@@ -7,30 +7,43 @@
 
 namespace accel {
 
-PrecisionPolicy PrecisionPolicy::from_settings(const std::string& mixed_precision, const std::string& grad_comm) {
+PrecisionPolicy PrecisionPolicy::from_settings(MixedPrecision mixed_precision, GradCommDType grad_comm) {
   PrecisionPolicy p;
-  if (mixed_precision == "fp16") p.compute = DType::f16;
-  else if (mixed_precision == "bf16") p.compute = DType::bf16;
-  else if (mixed_precision != "no")
-    throw Error(fmt::format("PrecisionPolicy: mixed_precision '{}' is not valid; expected no, fp16 or bf16",
-                            mixed_precision));
-  if (grad_comm == "f32" || grad_comm == "fp32") {
+  switch (mixed_precision) {
+    case MixedPrecision::no: break;
+    case MixedPrecision::fp16: p.compute = DType::f16; break;
+    case MixedPrecision::bf16: p.compute = DType::bf16; break;
+    default:
+      throw Error(fmt::format("PrecisionPolicy: mixed_precision '{}' is not valid; expected {}", name_of(mixed_precision),
+                              available_choices(kMixedPrecisionNames)));
+  }
+  if (grad_comm == GradCommDType::f32) {
     p.grad_comm = DType::f32;
-  } else if (grad_comm == "compute") {
+  } else if (grad_comm == GradCommDType::compute) {
     p.grad_comm = p.compute;
-  } else if (grad_comm == "f16" || grad_comm == "fp16" || grad_comm == "bf16") {
-    const DType asked = grad_comm == "bf16" ? DType::bf16 : DType::f16;
+  } else {
+    const DType asked = grad_comm == GradCommDType::bf16 ? DType::bf16 : DType::f16;
     if (asked != p.compute)
       throw Error(fmt::format("PrecisionPolicy: grad_comm_dtype={} conflicts with mixed_precision={}: gradients are "
                               "communicated in f32 or in the compute dtype ({}); use f32 or compute",
-                              grad_comm, mixed_precision, dtype_name(p.compute)));
+                              name_of(grad_comm), name_of(mixed_precision), dtype_name(p.compute)));
     p.grad_comm = asked;
-  } else {
-    throw Error(fmt::format("PrecisionPolicy: grad_comm_dtype '{}' is not valid; expected f32, compute, f16 or bf16",
-                            grad_comm));
   }
   p.validate();
   return p;
+}
+
+PrecisionPolicy PrecisionPolicy::from_settings(const std::string& mixed_precision, const std::string& grad_comm) {
+  const std::optional<MixedPrecision> mp = value_in(kMixedPrecisionNames, mixed_precision);
+  if (!mp)
+    throw Error(fmt::format("PrecisionPolicy: mixed_precision '{}' is not valid; expected {}", mixed_precision,
+                            available_choices(kMixedPrecisionNames)));
+  const std::string comm = grad_comm == "fp32" ? "f32" : grad_comm == "fp16" ? "f16" : grad_comm;
+  const std::optional<GradCommDType> gc = value_in(kGradCommDTypeNames, comm);
+  if (!gc)
+    throw Error(fmt::format("PrecisionPolicy: grad_comm_dtype '{}' is not valid; expected {}", grad_comm,
+                            available_choices(kGradCommDTypeNames)));
+  return from_settings(*mp, *gc);
 }
 
 void PrecisionPolicy::validate() const {

@@ -4,6 +4,7 @@
 
 #include <string>
 
+#include "autograd/mixed_precision.h"
 #include "tensor/dtype.h"
 
 namespace accel {
@@ -14,9 +15,11 @@ struct PrecisionPolicy {
   DType reduction = DType::f32;  // norms, softmax, losses, long sums
   DType grad_comm = DType::f32;  // the dtype gradients are all-reduced in
 
-  // "no", "fp16" or "bf16", with grad_comm "f32" (the default) or "compute" (the compute dtype), or
-  // a dtype name that must then equal f32 or the compute dtype. Throws, naming both settings, when
-  // they contradict each other (e.g. mixed_precision=bf16 with grad_comm=f16).
+  // The policy of a mixed_precision setting (no, fp16 or bf16; fp8 has no policy yet) with grad_comm
+  // f32 (the default), compute (the compute dtype) or a dtype that must then be the compute dtype.
+  // Throws, naming both settings, when they contradict each other (mixed_precision=bf16 with f16).
+  static PrecisionPolicy from_settings(MixedPrecision mixed_precision, GradCommDType grad_comm = GradCommDType::f32);
+  // The same from the names users type ("fp32" and "fp16" are accepted for grad_comm too).
   static PrecisionPolicy from_settings(const std::string& mixed_precision, const std::string& grad_comm = "f32");
 
   // Throws when the dtypes break the policy's rules: param and reduction f32, compute f32/f16/bf16,

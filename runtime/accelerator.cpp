@@ -22,7 +22,7 @@ Accelerator::Accelerator(AcceleratorOptions options)
       env_(std::make_unique<Environment>(ProcessState::from_environment(), settings_)),
       precision_(make_precision(settings_, options.loss_scaler, env_->comm())),
       strategy_(make_strategy(*env_, settings_, precision_->policy())),
-      accumulation_(std::stoi(settings_.gradient_accumulation_steps.value), gradient_state_),
+      accumulation_(settings_.gradient_accumulation_steps.value, gradient_state_),
       training_step_(std::make_shared<TrainingStep>(accumulation_, *precision_, *strategy_)),
       collectives_(*env_, gradient_state_),
       even_batches_(options.even_batches),

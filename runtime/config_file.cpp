@@ -39,6 +39,17 @@ std::string as_choice(const std::string& source, const std::string& key, const Y
                                   value.IsScalar() ? text : "a non-scalar"));
 }
 
+// A name from an enum's table, available now.
+template <class E, size_t N>
+E as_named(const std::string& source, const std::string& key, const YAML::Node& value,
+           const std::array<NamedValue<E>, N>& table) {
+  const std::string text = value.IsScalar() ? value.Scalar() : "";
+  const std::optional<E> named = value_in(table, text);
+  if (named && available_in(table, *named)) return *named;
+  fail(source, value, fmt::format("{} must be one of {}, got '{}'", key, fmt::join(available_names(table), ", "),
+                                  value.IsScalar() ? text : "a non-scalar"));
+}
+
 std::string as_string(const std::string& source, const std::string& key, const YAML::Node& value) {
   if (!value.IsScalar()) fail(source, value, fmt::format("{} must be a string", key));
   return value.Scalar();
@@ -62,10 +73,10 @@ const std::map<std::string, Setter>& setters() {
       {"main_process_ip", [](ConfigFile& c, const std::string& s, const YAML::Node& v) { c.main_process_ip = as_string(s, "main_process_ip", v); }},
       {"main_process_port", [](ConfigFile& c, const std::string& s, const YAML::Node& v) { c.main_process_port = as_int(s, "main_process_port", v, 1); }},
       {"hostfile", [](ConfigFile& c, const std::string& s, const YAML::Node& v) { c.hostfile = as_string(s, "hostfile", v); }},
-      {"mixed_precision", [](ConfigFile& c, const std::string& s, const YAML::Node& v) { c.mixed_precision = as_choice(s, "mixed_precision", v, {"no", "fp16", "bf16"}); }},
+      {"mixed_precision", [](ConfigFile& c, const std::string& s, const YAML::Node& v) { c.mixed_precision = as_named(s, "mixed_precision", v, kMixedPrecisionNames); }},
       {"gradient_accumulation_steps", [](ConfigFile& c, const std::string& s, const YAML::Node& v) { c.gradient_accumulation_steps = as_int(s, "gradient_accumulation_steps", v, 1); }},
       {"use_cpu", [](ConfigFile& c, const std::string& s, const YAML::Node& v) { c.use_cpu = as_bool(s, "use_cpu", v); }},
-      {"backend", [](ConfigFile& c, const std::string& s, const YAML::Node& v) { c.backend = as_choice(s, "backend", v, {"auto", "mpi", "ring", "nccl"}); }},
+      {"backend", [](ConfigFile& c, const std::string& s, const YAML::Node& v) { c.backend = as_named(s, "backend", v, kBackendNames); }},
   };
   return table;
 }
@@ -110,7 +121,7 @@ void validate_config(const ConfigFile& c, const std::string& source) {
     throw Error(fmt::format("{}: num_processes {} is fewer than num_machines {}", source, c.num_processes, c.num_machines));
   if (c.environment == "local" && c.num_machines != 1)
     throw Error(fmt::format("{}: environment 'local' runs on one machine, but num_machines is {}", source, c.num_machines));
-  if (c.use_cpu && c.backend == "nccl")
+  if (c.use_cpu && c.backend == Backend::nccl)
     throw Error(fmt::format("{}: use_cpu true contradicts backend 'nccl' (NCCL needs GPUs)", source));
 }
 
@@ -144,7 +155,8 @@ std::string to_yaml(const ConfigFile& c) {
       "# Gradient all-reduce: auto (nccl on GPUs, else mpi), mpi, ring, nccl.\n"
       "backend: {}\n",
       c.environment, c.num_machines, c.num_processes, c.machine_rank, c.main_process_ip, c.main_process_port,
-      c.hostfile, c.mixed_precision, c.gradient_accumulation_steps, c.use_cpu ? "true" : "false", c.backend);
+      c.hostfile, name_of(c.mixed_precision), c.gradient_accumulation_steps, c.use_cpu ? "true" : "false",
+      name_of(c.backend));
 }
 
 void save_config(const ConfigFile& config, const std::string& path) {

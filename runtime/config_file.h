@@ -5,6 +5,9 @@
 #include <optional>
 #include <string>
 
+#include "autograd/mixed_precision.h"
+#include "runtime/backend.h"
+
 namespace accel {
 
 struct ConfigFile {
@@ -17,10 +20,10 @@ struct ConfigFile {
   std::string main_process_ip;
   int main_process_port = 29500;
   std::string hostfile;
-  std::string mixed_precision = "no";  // no, fp16, bf16
+  MixedPrecision mixed_precision = MixedPrecision::no;
   int gradient_accumulation_steps = 1;
   bool use_cpu = false;
-  std::string backend = "auto";  // auto, mpi, ring, nccl
+  Backend backend = Backend::automatic;
 
   bool operator==(const ConfigFile&) const = default;
 };

@@ -15,19 +15,19 @@
 namespace accel {
 
 Environment::Environment(const ProcessState& process, const EffectiveSettings& settings) : process_(process) {
-  const std::string& backend = settings.backend.value;
-  if (backend == "nccl" && !ACCEL_WITH_NCCL)
+  const Backend backend = settings.backend.value;
+  if (backend == Backend::nccl && !ACCEL_WITH_NCCL)
     throw Error(fmt::format("Accelerator: backend nccl (from {}) is not available: this build has no NCCL; use "
                             "auto, mpi or ring",
                             settings.backend.source));
-  const bool use_cpu = settings.cpu.value == "true";
+  const bool use_cpu = settings.cpu.value;
   const int gpus = use_cpu ? 0 : cuda_device_count();
   device_ = gpus > 0 ? Device::cuda(process_.local_rank % gpus) : Device::cpu();
   // Device tensors go over NCCL when asked for, or by default when every rank on the node has a GPU
   // of its own (NCCL refuses two ranks on one GPU; those share it through the mpi backend's staging).
-  const bool use_nccl = backend == "nccl" || (backend == "auto" && ACCEL_WITH_NCCL && device_.is_cuda() &&
+  const bool use_nccl = backend == Backend::nccl || (backend == Backend::automatic && ACCEL_WITH_NCCL && device_.is_cuda() &&
                                               gpus >= process_.local_world_size && process_.world_size > 1);
-  if (backend == "nccl" && !device_.is_cuda())
+  if (backend == Backend::nccl && !device_.is_cuda())
     throw Error(fmt::format("Accelerator: backend nccl (from {}) needs a GPU, but the device is cpu ({}); use auto, "
                             "mpi or ring",
                             settings.backend.source, use_cpu ? "cpu=true" : "no CUDA device is visible"));
@@ -42,7 +42,7 @@ void Environment::join(const EffectiveSettings& settings, [[maybe_unused]] bool 
     throw Error(fmt::format("Accelerator: the {} variables say rank {} of {}, but MPI says rank {} of {}; start "
                             "the processes with mpirun or accel launch",
                             process_.launcher, process_.rank, process_.world_size, mpi->rank(), mpi->size()));
-  if (settings.backend.value == "ring") comm_ = std::make_shared<RingCommunicator>(mpi);
+  if (settings.backend.value == Backend::ring) comm_ = std::make_shared<RingCommunicator>(mpi);
   else comm_ = mpi;  // auto and mpi: the MPI library's own collectives; device tensors are staged
   backend_ = comm_->backend();
 #if ACCEL_WITH_NCCL

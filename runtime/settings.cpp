@@ -1,4 +1,5 @@
-// Settings resolution: code, then environment, then config file, then default, each checked.
+// Settings resolution: code, then environment, then config file, then default; each value is parsed
+// into its type, and a bad one names the setting, the value, where it came from and what is expected.
 #include "runtime/settings.h"
 
 #include <fmt/format.h>
@@ -21,42 +22,86 @@ std::optional<std::string> lookup(const Env& env, const std::string& name) {
   return it == env.end() || it->second.empty() ? std::nullopt : std::optional<std::string>(it->second);
 }
 
-// code, then environment, then config file, then default; checks the value against `valid`.
-Setting pick(const char* name, const char* env_name, const std::optional<std::string>& code, const Env& env,
-             const std::optional<std::string>& file_value, const std::string& fallback,
-             const std::function<bool(const std::string&)>& valid, const char* expected) {
-  Setting s;
-  if (code) {
-    s = {*code, "code"};
-  } else if (auto v = lookup(env, env_name)) {
-    s = {*v, fmt::format("environment {}", env_name)};
-  } else if (file_value) {
-    s = {*file_value, "config file"};
+// How one setting is read: its name, variable, the texts code and the config file gave, the default,
+// and how a text becomes a value (nullopt: not valid) with the words for what is expected.
+template <class T>
+struct Rule {
+  const char* name;
+  const char* env_name;
+  std::optional<std::string> code, file;
+  std::string fallback;
+  std::function<std::optional<T>(const std::string&)> parse;
+  std::string expected;
+};
+
+template <class T>
+Setting<T> resolve(const Rule<T>& rule, const Env& env) {
+  std::string text, source;
+  if (rule.code) {
+    text = *rule.code, source = "code";
+  } else if (auto v = lookup(env, rule.env_name)) {
+    text = *v, source = fmt::format("environment {}", rule.env_name);
+  } else if (rule.file) {
+    text = *rule.file, source = "config file";
   } else {
-    s = {fallback, "default"};
+    text = rule.fallback, source = "default";
   }
-  if (!valid(s.value))
-    throw Error(fmt::format("Accelerator: {} '{}' from {} is not valid; expected {}", name, s.value, s.source, expected));
-  return s;
+  const std::optional<T> value = rule.parse(text);
+  if (!value)
+    throw Error(fmt::format("Accelerator: {} '{}' from {} is not valid; expected {}", rule.name, text, source,
+                            rule.expected));
+  return {*value, source};
 }
 
-bool is_positive_int(const std::string& s) {
+// A name from an enum's table that is available now.
+template <class E, size_t N>
+std::function<std::optional<E>(const std::string&)> choice_of(const std::array<NamedValue<E>, N>& table) {
+  return [&table](const std::string& text) -> std::optional<E> {
+    const std::optional<E> value = value_in(table, text);
+    if (value && available_in(table, *value)) return value;
+    return std::nullopt;
+  };
+}
+
+std::optional<bool> parse_bool(const std::string& s) {
+  if (s == "true") return true;
+  if (s == "false") return false;
+  return std::nullopt;
+}
+
+std::optional<int> parse_positive_int(const std::string& s) {
   try {
     size_t used = 0;
-    return std::stoi(s, &used) >= 1 && used == s.size();
+    const int v = std::stoi(s, &used);
+    if (v >= 1 && used == s.size()) return v;
   } catch (const std::exception&) {
-    return false;
   }
+  return std::nullopt;
 }
 
-bool is_positive_number(const std::string& s) {
+std::optional<double> parse_positive_number(const std::string& s) {
   try {
     size_t used = 0;
     const double v = std::stod(s, &used);
-    return used == s.size() && std::isfinite(v) && v > 0;
+    if (used == s.size() && std::isfinite(v) && v > 0) return v;
   } catch (const std::exception&) {
-    return false;
   }
+  return std::nullopt;
+}
+
+template <class E>
+std::optional<std::string> text_of(const std::optional<Choice<E>>& choice) {
+  return choice ? std::optional<std::string>(choice->text()) : std::nullopt;
+}
+
+std::optional<ConfigFile> read_config_file(const AcceleratorOptions& o, const Env& env, std::string& path) {
+  if (o.config_file) {
+    path = *o.config_file;
+    return load_config(path);  // asked for by name: a missing file is an error
+  }
+  path = lookup(env, "ACCEL_CONFIG_FILE").value_or(default_config_path());
+  if (std::filesystem::exists(path)) return load_config(path);
+  return std::nullopt;
 }
 
 }  // namespace
@@ -65,54 +110,51 @@ std::string EffectiveSettings::describe() const {
   return fmt::format(
       "mixed_precision={} ({}), grad_comm_dtype={} ({}), cpu={} ({}), gradient_accumulation_steps={} ({}), "
       "backend={} ({}), bucket_cap_mb={} ({}){}",
-      mixed_precision.value, mixed_precision.source, grad_comm_dtype.value, grad_comm_dtype.source, cpu.value,
-      cpu.source, gradient_accumulation_steps.value, gradient_accumulation_steps.source, backend.value, backend.source, bucket_cap_mb.value, bucket_cap_mb.source,
+      name_of(mixed_precision.value), mixed_precision.source, name_of(grad_comm_dtype.value), grad_comm_dtype.source,
+      cpu.value, cpu.source, gradient_accumulation_steps.value, gradient_accumulation_steps.source,
+      name_of(backend.value), backend.source, bucket_cap_mb.value, bucket_cap_mb.source,
       config_path.empty() ? "" : fmt::format(", config file {}", config_path));
 }
 
 EffectiveSettings resolve_settings(const AcceleratorOptions& o, const Env& env) {
-  std::optional<ConfigFile> file;
   std::string path;
-  if (o.config_file) {
-    path = *o.config_file;
-    file = load_config(path);  // asked for by name: a missing file is an error
-  } else {
-    path = lookup(env, "ACCEL_CONFIG_FILE").value_or(default_config_path());
-    if (std::filesystem::exists(path)) file = load_config(path);
-  }
-  EffectiveSettings s;
-  if (file) s.config_path = path;
+  const std::optional<ConfigFile> file = read_config_file(o, env, path);
   auto from_file = [&](auto member) -> std::optional<std::string> {
     if (!file) return std::nullopt;
     return member(*file);
   };
-  s.mixed_precision = pick(
-      "mixed_precision", "ACCEL_MIXED_PRECISION", o.mixed_precision, env,
-      from_file([](const ConfigFile& c) { return c.mixed_precision; }), "no",
-      [](const std::string& v) { return v == "no" || v == "fp16" || v == "bf16"; }, "no, fp16 or bf16");
-  s.grad_comm_dtype = pick(
-      "grad_comm_dtype", "ACCEL_GRAD_COMM_DTYPE", o.grad_comm_dtype, env, std::nullopt, "f32",
-      [](const std::string& v) { return v == "f32" || v == "compute" || v == "f16" || v == "bf16"; },
-      "f32, compute, f16 or bf16");
-  s.cpu = pick(
-      "cpu", "ACCEL_USE_CPU", o.cpu ? std::optional<std::string>(*o.cpu ? "true" : "false") : std::nullopt, env,
-      from_file([](const ConfigFile& c) { return std::string(c.use_cpu ? "true" : "false"); }), "false",
-      [](const std::string& v) { return v == "true" || v == "false"; }, "true or false");
-  s.gradient_accumulation_steps = pick(
-      "gradient_accumulation_steps", "ACCEL_GRADIENT_ACCUMULATION_STEPS",
-      o.gradient_accumulation_steps ? std::optional<std::string>(std::to_string(*o.gradient_accumulation_steps))
-                                    : std::nullopt,
-      env, from_file([](const ConfigFile& c) { return std::to_string(c.gradient_accumulation_steps); }), "1",
-      is_positive_int, "an integer >= 1");
-  s.backend = pick(
-      "backend", "ACCEL_BACKEND", o.backend, env, from_file([](const ConfigFile& c) { return c.backend; }), "auto",
-      [](const std::string& v) { return v == "auto" || v == "mpi" || v == "ring" || v == "nccl"; },
-      "auto, mpi, ring or nccl");
+  EffectiveSettings s;
+  if (file) s.config_path = path;
+  s.mixed_precision = resolve<MixedPrecision>(
+      {"mixed_precision", "ACCEL_MIXED_PRECISION", text_of(o.mixed_precision),
+       from_file([](const ConfigFile& c) { return std::string(name_of(c.mixed_precision)); }), "no",
+       choice_of(kMixedPrecisionNames), available_choices(kMixedPrecisionNames)},
+      env);
+  s.grad_comm_dtype = resolve<GradCommDType>({"grad_comm_dtype", "ACCEL_GRAD_COMM_DTYPE", text_of(o.grad_comm_dtype),
+                                              std::nullopt, "f32", choice_of(kGradCommDTypeNames),
+                                              available_choices(kGradCommDTypeNames)},
+                                             env);
+  s.cpu = resolve<bool>({"cpu", "ACCEL_USE_CPU", o.cpu ? std::optional<std::string>(*o.cpu ? "true" : "false") : std::nullopt,
+                         from_file([](const ConfigFile& c) { return std::string(c.use_cpu ? "true" : "false"); }),
+                         "false", parse_bool, "true or false"},
+                        env);
+  s.gradient_accumulation_steps = resolve<int>(
+      {"gradient_accumulation_steps", "ACCEL_GRADIENT_ACCUMULATION_STEPS",
+       o.gradient_accumulation_steps ? std::optional<std::string>(std::to_string(*o.gradient_accumulation_steps))
+                                     : std::nullopt,
+       from_file([](const ConfigFile& c) { return std::to_string(c.gradient_accumulation_steps); }), "1",
+       parse_positive_int, "an integer >= 1"},
+      env);
+  s.backend = resolve<Backend>({"backend", "ACCEL_BACKEND", text_of(o.backend),
+                                from_file([](const ConfigFile& c) { return std::string(name_of(c.backend)); }), "auto",
+                                choice_of(kBackendNames), available_choices(kBackendNames)},
+                               env);
   // Not a config file key: a tuning knob, set in code or for one run through the environment.
-  s.bucket_cap_mb = pick(
-      "bucket_cap_mb", "ACCEL_BUCKET_CAP_MB",
-      o.bucket_cap_mb ? std::optional<std::string>(fmt::format("{}", *o.bucket_cap_mb)) : std::nullopt, env,
-      std::nullopt, "25", is_positive_number, "a number of MiB > 0");
+  s.bucket_cap_mb = resolve<double>(
+      {"bucket_cap_mb", "ACCEL_BUCKET_CAP_MB",
+       o.bucket_cap_mb ? std::optional<std::string>(fmt::format("{}", *o.bucket_cap_mb)) : std::nullopt,
+       std::nullopt, "25", parse_positive_number, "a number of MiB > 0"},
+      env);
   return s;
 }
 

@@ -5,18 +5,36 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <utility>
 
+#include "autograd/mixed_precision.h"
+#include "runtime/backend.h"
 #include "runtime/precision/loss_scaler.h"
 
 namespace accel {
 
+// A choice given in code: the enum value itself or the name a user would type, as Accelerate takes
+// mixed_precision="bf16". A name is checked when the settings are resolved, so a bad one gets the
+// same message as a bad environment variable.
+template <class E>
+class Choice {
+ public:
+  Choice(E value) : text_(name_of(value)) {}  // NOLINT: implicit, so that `o.backend = Backend::ring` reads
+  Choice(const char* text) : text_(text) {}    // NOLINT: implicit, so that `o.backend = "ring"` reads
+  Choice(std::string text) : text_(std::move(text)) {}  // NOLINT
+  const std::string& text() const { return text_; }
+
+ private:
+  std::string text_;
+};
+
 // Settings given in code. Each one left empty falls back to its ACCEL_* environment variable (set by
 // `accel launch`), then to the config file, then to the default.
 struct AcceleratorOptions {
-  std::optional<std::string> mixed_precision;      // "no", "fp16" or "bf16"   (ACCEL_MIXED_PRECISION)
+  std::optional<Choice<MixedPrecision>> mixed_precision;  // no, fp16 or bf16   (ACCEL_MIXED_PRECISION)
   // The dtype gradients are all-reduced in: "f32" (default), "compute" (the mixed_precision dtype), or
   // "f16"/"bf16", which must then be the compute dtype (ACCEL_GRAD_COMM_DTYPE).
-  std::optional<std::string> grad_comm_dtype;
+  std::optional<Choice<GradCommDType>> grad_comm_dtype;
   // The dynamic loss scaler's settings; fp16 only (bf16 needs no scaling, and giving these with bf16
   // or no is rejected). Unset with fp16: the defaults (2^16, x2 after 2000 clean steps, x0.5).
   std::optional<LossScalerOptions> loss_scaler;
@@ -25,7 +43,7 @@ struct AcceleratorOptions {
   std::optional<std::string> config_file;          // (ACCEL_CONFIG_FILE, else the default path)
   // Communicator between ranks: "auto" (mpi on the CPU), "mpi", "ring" (the teaching ring all-reduce
   // over MPI) or "nccl" (ACCEL_BACKEND, config file `backend`). Unused when there is one process.
-  std::optional<std::string> backend;
+  std::optional<Choice<Backend>> backend;
   // Gradient buckets fill up to this many MiB (ACCEL_BUCKET_CAP_MB; default 25). The first bucket
   // is capped at min(1, bucket_cap_mb) so the first all-reduce starts early.
   std::optional<double> bucket_cap_mb;
@@ -37,14 +55,21 @@ struct AcceleratorOptions {
   bool print_settings = true;
 };
 
-// One resolved setting and where it came from ("code", "environment", "config file", "default").
+// One resolved setting and where it came from ("code", "environment ACCEL_...", "config file",
+// "default").
+template <class T>
 struct Setting {
-  std::string value;
+  T value{};
   std::string source;
 };
 
 struct EffectiveSettings {
-  Setting mixed_precision, grad_comm_dtype, cpu, gradient_accumulation_steps, backend, bucket_cap_mb;
+  Setting<MixedPrecision> mixed_precision;
+  Setting<GradCommDType> grad_comm_dtype;
+  Setting<bool> cpu;
+  Setting<int> gradient_accumulation_steps;
+  Setting<Backend> backend;
+  Setting<double> bucket_cap_mb;
   std::string config_path;  // empty when no config file was read
   std::string describe() const;  // one line for the start-up print
 };

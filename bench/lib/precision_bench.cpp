@@ -252,8 +252,10 @@ class Runner {
     const double flops = mlp_step_flops(w, o_.mlp_batch);
     const std::string shape = fmt::format("{} b{}", fmt::join(w, "-"), o_.mlp_batch);
     const double eigen_peak = peak_gemm_reference(device);
-    for (const char* precision : {"no", "fp16", "bf16"}) {
-      const std::string dtype = std::strcmp(precision, "no") == 0 ? "f32" : std::strcmp(precision, "fp16") == 0 ? "f16" : "bf16";
+    for (const NamedValue<MixedPrecision>& setting : kMixedPrecisionNames) {
+      if (!setting.available) continue;
+      const char* precision = setting.name;
+      const std::string dtype = dtype_name(PrecisionPolicy::from_settings(setting.value).compute);
       PrecisionRow row{device.str(), "train_step", "mlp step", dtype, shape, 0, 0, "GFLOP/s", 0, "", true, ""};
       if (device.is_cpu()) {
         row.reference = eigen_peak;

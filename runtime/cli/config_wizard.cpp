@@ -33,8 +33,7 @@ T ask(std::istream& in, std::ostream& out, const std::string& question, const T&
   }
 }
 
-std::function<bool(const std::string&, std::string&)> one_of(std::initializer_list<const char*> choices) {
-  std::vector<std::string> allowed(choices.begin(), choices.end());
+std::function<bool(const std::string&, std::string&)> one_of(std::vector<std::string> allowed) {
   return [allowed](const std::string& s, std::string& v) {
     for (const auto& a : allowed)
       if (s == a) return v = s, true;
@@ -74,7 +73,11 @@ ConfigFile ask_config(std::istream& in, std::ostream& out) {
   c.num_processes = ask<int>(in, out, "How many processes in total?", c.num_machines,
                              [&](const std::string& s, int& v) { return parse_count(s, v) && v >= c.num_machines; });
   c.use_cpu = ask<bool>(in, out, "Train on the CPU only, even with GPUs? (yes/no)", false, parse_yes_no);
-  c.mixed_precision = ask<std::string>(in, out, "Mixed precision? (no, fp16, bf16)", c.mixed_precision, one_of({"no", "fp16", "bf16"}));
+  const std::vector<std::string> precisions = available_names(kMixedPrecisionNames);
+  const std::string precision =
+      ask<std::string>(in, out, fmt::format("Mixed precision? ({})", fmt::join(precisions, ", ")),
+                       name_of(c.mixed_precision), one_of(precisions));
+  c.mixed_precision = *value_in(kMixedPrecisionNames, precision);
   c.gradient_accumulation_steps = ask<int>(in, out, "Gradient accumulation steps?", 1,
                                            [](const std::string& s, int& v) { return parse_count(s, v) && v >= 1; });
   validate_config(c, "accel config");

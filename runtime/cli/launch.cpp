@@ -19,10 +19,10 @@
 namespace accel {
 
 std::vector<std::pair<std::string, std::string>> settings_environment(const ConfigFile& c) {
-  return {{"ACCEL_MIXED_PRECISION", c.mixed_precision},
+  return {{"ACCEL_MIXED_PRECISION", name_of(c.mixed_precision)},
           {"ACCEL_GRADIENT_ACCUMULATION_STEPS", std::to_string(c.gradient_accumulation_steps)},
           {"ACCEL_USE_CPU", c.use_cpu ? "true" : "false"},
-          {"ACCEL_BACKEND", c.backend}};
+          {"ACCEL_BACKEND", name_of(c.backend)}};
 }
 
 MachineSource machine_source(const ConfigFile& c) {

@@ -55,7 +55,8 @@ int run(int argc, char** argv) {
                      "Seconds machine 0 waits for the other machines, and they for it (machine flags)")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
-  launch->add_option("--mixed_precision", precision, "no, fp16 or bf16")->check(CLI::IsMember({"no", "fp16", "bf16"}));
+  launch->add_option("--mixed_precision", precision, accel::available_choices(accel::kMixedPrecisionNames))
+      ->check(CLI::IsMember(accel::available_names(accel::kMixedPrecisionNames)));
   launch->add_flag("--cpu", cpu, "Train on the CPU even when GPUs are present");
   launch->add_option("--gradient_accumulation_steps", accumulation, "Micro-batches per optimizer step")
       ->check(CLI::PositiveNumber);
@@ -127,7 +128,7 @@ int run(int argc, char** argv) {
   if (!main_ip.empty()) c.main_process_ip = main_ip;
   if (port) c.main_process_port = port;
   if (!hostfile.empty()) c.hostfile = hostfile;
-  if (!precision.empty()) c.mixed_precision = precision;
+  if (!precision.empty()) c.mixed_precision = *accel::value_in(accel::kMixedPrecisionNames, precision);
   if (cpu) c.use_cpu = true;
   if (accumulation) c.gradient_accumulation_steps = accumulation;
   if (c.num_machines > 1 && c.environment == "local") c.environment = "hosts";

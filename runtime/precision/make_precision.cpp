@@ -10,21 +10,21 @@ namespace accel {
 
 std::unique_ptr<Precision> make_precision(const EffectiveSettings& settings,
                                           const std::optional<LossScalerOptions>& loss_scaler, Communicator* comm) {
-  const Setting& mp = settings.mixed_precision;
-  const Setting& comm_dtype = settings.grad_comm_dtype;
+  const Setting<MixedPrecision>& mp = settings.mixed_precision;
+  const Setting<GradCommDType>& comm_dtype = settings.grad_comm_dtype;
   PrecisionPolicy policy;
   try {
     policy = PrecisionPolicy::from_settings(mp.value, comm_dtype.value);
   } catch (const Error& e) {
     throw Error(fmt::format("Accelerator: mixed_precision={} (from {}) and grad_comm_dtype={} (from {}) conflict: {}",
-                            mp.value, mp.source, comm_dtype.value, comm_dtype.source, e.what()));
+                            name_of(mp.value), mp.source, name_of(comm_dtype.value), comm_dtype.source, e.what()));
   }
-  if (loss_scaler && mp.value != "fp16")
+  if (loss_scaler && mp.value != MixedPrecision::fp16)
     throw Error(fmt::format("Accelerator: loss_scaler options (from code) conflict with mixed_precision={} (from {}): "
                             "only fp16 uses a loss scaler; drop the loss_scaler options or use fp16",
-                            mp.value, mp.source));
-  if (mp.value == "fp16") return std::make_unique<Fp16Precision>(policy, loss_scaler.value_or(LossScalerOptions{}), comm);
-  if (mp.value == "bf16") return std::make_unique<HalfPrecision>(policy);
+                            name_of(mp.value), mp.source));
+  if (mp.value == MixedPrecision::fp16) return std::make_unique<Fp16Precision>(policy, loss_scaler.value_or(LossScalerOptions{}), comm);
+  if (mp.value == MixedPrecision::bf16) return std::make_unique<HalfPrecision>(policy);
   return std::make_unique<FullPrecision>();
 }
 

@@ -13,7 +13,7 @@ std::unique_ptr<Strategy> make_strategy(const Environment& env, const EffectiveS
                                         const PrecisionPolicy& policy) {
   if (!env.comm()) return std::make_unique<SingleDevice>(env.device());
   ReducerOptions options;
-  const double cap_mb = std::stod(settings.bucket_cap_mb.value);
+  const double cap_mb = settings.bucket_cap_mb.value;
   options.bucket_cap_bytes = std::max<int64_t>(1, static_cast<int64_t>(cap_mb * 1024 * 1024));
   options.first_bucket_cap_bytes = std::min<int64_t>(int64_t{1} << 20, options.bucket_cap_bytes);
   options.comm_dtype = policy.grad_comm;

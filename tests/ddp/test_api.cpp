@@ -190,7 +190,7 @@ TEST_CASE("settings: bad backend names, nccl without NCCL, and bad bucket caps a
         "Accelerator: bucket_cap_mb '-1' from code is not valid; expected a number of MiB > 0");
   Accelerator ring(options("ring"));
   CHECK(ring.backend() == std::string(ring.num_processes() > 1 ? "ring" : "none"));
-  CHECK(ring.settings().backend.value == "ring");
+  CHECK(ring.settings().backend.value == Backend::ring);
   Accelerator plain(options());
   CHECK(plain.backend() == std::string(plain.num_processes() > 1 ? "mpi" : "none"));
   CHECK((plain.communicator() == nullptr) == (plain.num_processes() == 1));

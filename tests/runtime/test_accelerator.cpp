@@ -32,20 +32,20 @@ TEST_CASE("backend and bucket_cap_mb: code, then environment, then config file, 
   const TempConfig config("backend: ring\n");
   AcceleratorOptions o = quiet(config);
   EffectiveSettings s = resolve_settings(o, {});
-  CHECK(s.backend.value == "ring");
+  CHECK(s.backend.value == Backend::ring);
   CHECK(s.backend.source == "config file");
-  CHECK(s.bucket_cap_mb.value == "25");
+  CHECK(s.bucket_cap_mb.value == 25.0);
   CHECK(s.bucket_cap_mb.source == "default");
   s = resolve_settings(o, {{"ACCEL_BACKEND", "mpi"}, {"ACCEL_BUCKET_CAP_MB", "4.5"}});
-  CHECK(s.backend.value == "mpi");
+  CHECK(s.backend.value == Backend::mpi);
   CHECK(s.backend.source == "environment ACCEL_BACKEND");
-  CHECK(s.bucket_cap_mb.value == "4.5");
+  CHECK(s.bucket_cap_mb.value == 4.5);
   o.backend = "auto";
   o.bucket_cap_mb = 2;
   s = resolve_settings(o, {{"ACCEL_BACKEND", "mpi"}, {"ACCEL_BUCKET_CAP_MB", "4.5"}});
-  CHECK(s.backend.value == "auto");
+  CHECK(s.backend.value == Backend::automatic);
   CHECK(s.backend.source == "code");
-  CHECK(s.bucket_cap_mb.value == "2");
+  CHECK(s.bucket_cap_mb.value == 2.0);
   CHECK_THROWS_WITH_AS(resolve_settings(quiet(config), {{"ACCEL_BACKEND", "gloo"}}),
                        "Accelerator: backend 'gloo' from environment ACCEL_BACKEND is not valid; expected auto, mpi, "
                        "ring or nccl",

@@ -17,10 +17,10 @@ TEST_CASE("to_yaml and parse_config round-trip every field") {
   c.main_process_ip = "10.0.0.1";
   c.main_process_port = 1234;
   c.hostfile = "/tmp/hosts";
-  c.mixed_precision = "bf16";
+  c.mixed_precision = MixedPrecision::bf16;
   c.gradient_accumulation_steps = 4;
   c.use_cpu = true;
-  c.backend = "ring";
+  c.backend = Backend::ring;
   CHECK(parse_config(to_yaml(c), "test") == c);
   CHECK(parse_config("", "empty") == ConfigFile{});
 }

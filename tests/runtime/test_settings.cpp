@@ -1,0 +1,78 @@
+// Typed settings: the fixed values and the one name table of each settings enum, choices given in code
+// as enums or as names, and the typed values and sources that resolve_settings returns.
+#include <doctest/doctest.h>
+
+#include "accel.h"
+#include "runtime/config_file.h"
+
+using namespace accel;
+
+TEST_CASE("settings enums keep fixed values, and each table lists every value once in order") {
+  CHECK(static_cast<int>(MixedPrecision::no) == 0);
+  CHECK(static_cast<int>(MixedPrecision::fp16) == 1);
+  CHECK(static_cast<int>(MixedPrecision::bf16) == 2);
+  CHECK(static_cast<int>(MixedPrecision::fp8) == 3);
+  CHECK(static_cast<int>(GradCommDType::f32) == 0);
+  CHECK(static_cast<int>(GradCommDType::compute) == 1);
+  CHECK(static_cast<int>(GradCommDType::f16) == 2);
+  CHECK(static_cast<int>(GradCommDType::bf16) == 3);
+  CHECK(static_cast<int>(Backend::automatic) == 0);
+  CHECK(static_cast<int>(Backend::mpi) == 1);
+  CHECK(static_cast<int>(Backend::ring) == 2);
+  CHECK(static_cast<int>(Backend::nccl) == 3);
+  for (size_t i = 0; i < kMixedPrecisionNames.size(); ++i) CHECK(static_cast<size_t>(kMixedPrecisionNames[i].value) == i);
+  for (size_t i = 0; i < kBackendNames.size(); ++i) CHECK(static_cast<size_t>(kBackendNames[i].value) == i);
+  for (size_t i = 0; i < kGradCommDTypeNames.size(); ++i) CHECK(static_cast<size_t>(kGradCommDTypeNames[i].value) == i);
+}
+
+TEST_CASE("name tables: names both ways, and fp8 is known but not offered yet") {
+  CHECK(std::string(name_of(MixedPrecision::bf16)) == "bf16");
+  CHECK(std::string(name_of(Backend::automatic)) == "auto");
+  CHECK(value_in(kBackendNames, "ring") == Backend::ring);
+  CHECK_FALSE(value_in(kBackendNames, "gloo").has_value());
+  CHECK(value_in(kMixedPrecisionNames, "fp8") == MixedPrecision::fp8);
+  CHECK_FALSE(available_in(kMixedPrecisionNames, MixedPrecision::fp8));
+  CHECK(available_names(kMixedPrecisionNames) == std::vector<std::string>{"no", "fp16", "bf16"});
+  CHECK(available_choices(kMixedPrecisionNames) == "no, fp16 or bf16");
+  CHECK(available_choices(kBackendNames) == "auto, mpi, ring or nccl");
+  CHECK(available_choices(kGradCommDTypeNames) == "f32, compute, f16 or bf16");
+}
+
+TEST_CASE("a choice in code may be the enum or its name; resolved settings are typed, with their source") {
+  AcceleratorOptions o;
+  o.config_file = "/nonexistent/accel-test-settings.yaml";
+  CHECK_THROWS_AS(resolve_settings(o, {}), Error);  // asked for by name: a missing file is an error
+  o.config_file.reset();
+  o.mixed_precision = MixedPrecision::bf16;
+  o.backend = "ring";
+  o.gradient_accumulation_steps = 4;
+  const EnvironmentVariables env{{"ACCEL_CONFIG_FILE", "/nonexistent/accel-test-settings.yaml"},
+                                 {"ACCEL_GRAD_COMM_DTYPE", "compute"},
+                                 {"ACCEL_USE_CPU", "true"}};
+  const EffectiveSettings s = resolve_settings(o, env);
+  CHECK(s.mixed_precision.value == MixedPrecision::bf16);
+  CHECK(s.mixed_precision.source == "code");
+  CHECK(s.backend.value == Backend::ring);
+  CHECK(s.grad_comm_dtype.value == GradCommDType::compute);
+  CHECK(s.grad_comm_dtype.source == "environment ACCEL_GRAD_COMM_DTYPE");
+  CHECK(s.cpu.value);
+  CHECK(s.gradient_accumulation_steps.value == 4);
+  CHECK(s.bucket_cap_mb.value == 25.0);
+  CHECK(s.bucket_cap_mb.source == "default");
+  CHECK(s.describe() ==
+        "mixed_precision=bf16 (code), grad_comm_dtype=compute (environment ACCEL_GRAD_COMM_DTYPE), cpu=true "
+        "(environment ACCEL_USE_CPU), gradient_accumulation_steps=4 (code), backend=ring (code), bucket_cap_mb=25 "
+        "(default)");
+  o.mixed_precision = MixedPrecision::fp8;  // known, not offered: the same message as a misspelling
+  CHECK_THROWS_WITH_AS(resolve_settings(o, env),
+                       "Accelerator: mixed_precision 'fp8' from code is not valid; expected no, fp16 or bf16", Error);
+}
+
+TEST_CASE("the config file reads and writes the typed choices through the same tables") {
+  ConfigFile c = parse_config("mixed_precision: fp16\nbackend: nccl\n", "test.yaml");
+  CHECK(c.mixed_precision == MixedPrecision::fp16);
+  CHECK(c.backend == Backend::nccl);
+  CHECK(parse_config(to_yaml(c), "round trip") == c);
+  CHECK_THROWS_WITH_AS(parse_config("mixed_precision: fp8\n", "test.yaml"),
+                       doctest::Contains("mixed_precision must be one of no, fp16, bf16, got 'fp8'"), Error);
+}
