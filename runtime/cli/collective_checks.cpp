@@ -124,8 +124,10 @@ std::string both(const std::string& a, const std::string& b) {
   return a + "; " + b;
 }
 
+// all_reduce (every op, out of place and in place), broadcast and send/recv, whose buffers have the
+// same length on every rank.
 template <class T>
-void check_dtype(Communicator& comm, DType dtype, CheckList& checks) {
+void check_equal_length_ops(Communicator& comm, DType dtype, CheckList& checks) {
   const int ranks = comm.size(), rank = comm.rank();
   const std::string prefix = comm.backend();
   const char* dt = dtype_name(dtype);
@@ -171,8 +173,17 @@ void check_dtype(Communicator& comm, DType dtype, CheckList& checks) {
       return mismatch<T>(in, want);
     });
   }
+}
 
-  // The collectives whose result is ranks times a per-rank part (slot r belongs to rank r).
+// reduce_scatter, all_gather and gather, whose result is ranks times a per-rank part.
+template <class T>
+void check_sliced_ops(Communicator& comm, DType dtype, CheckList& checks) {
+  const int ranks = comm.size(), rank = comm.rank();
+  const std::string prefix = comm.backend();
+  const char* dt = dtype_name(dtype);
+  auto mine = [&](int64_t i) { return input<T>(rank, i, ranks); };
+
+  // Slot r belongs to rank r.
   for (const int64_t m : {int64_t{1}, int64_t{5}, int64_t{257}}) {
     const int64_t total = ranks * m;
     auto slot_of_every_rank = [&](int64_t i) { return input<T>(static_cast<int>(i / m), i % m, ranks); };
@@ -225,6 +236,12 @@ void check_dtype(Communicator& comm, DType dtype, CheckList& checks) {
       return mismatch<T>(out, slot_of_every_rank);
     });
   }
+}
+
+template <class T>
+void check_dtype(Communicator& comm, DType dtype, CheckList& checks) {
+  check_equal_length_ops<T>(comm, dtype, checks);
+  check_sliced_ops<T>(comm, dtype, checks);
 }
 
 }  // namespace

@@ -12,6 +12,7 @@
 #include "runtime/cli/config_wizard.h"
 #include "runtime/cli/env_report.h"
 #include "runtime/cli/launch.h"
+#include "runtime/cli/launch_command.h"
 #include "runtime/cli/self_test.h"
 #include "runtime/config_file.h"
 
@@ -34,36 +35,7 @@ int run(int argc, char** argv) {
   auto* config_default = config->add_subcommand("default", "Write a config with default answers, without questions");
 
   // accel launch ...
-  auto* launch = app.add_subcommand("launch", "Start PROGRAM on every rank through mpirun");
-  std::string launch_config_path;
-  int num_processes = 0, num_machines = 0, machine_rank = -1, port = 0, accumulation = 0;
-  std::string hostfile, main_ip, precision;
-  bool cpu = false, dry_run = false;
-  launch->add_option("--config_file", launch_config_path, "Config file (default: the one `accel config` wrote)");
-  launch->add_option("-n,--num_processes", num_processes, "Processes in total")->check(CLI::PositiveNumber);
-  launch->add_option("--num_machines", num_machines, "Machines")->check(CLI::PositiveNumber);
-  launch->add_option("--machine_rank", machine_rank, "This machine's index")->check(CLI::NonNegativeNumber);
-  launch->add_option("--main_process_ip", main_ip, "Address of machine 0");
-  launch->add_option("--main_process_port", port, "Port on machine 0")->check(CLI::Range(1, 65535));
-  launch->add_option("--hostfile", hostfile, "Open MPI hostfile");
-  std::string mpirun_args;
-  double rendezvous_timeout = 300;
-  launch->add_option("--mpirun_args,--mpirun-args", mpirun_args,
-                     "Extra mpirun options, one string split like a shell line (e.g. \"--mca btl tcp,self\")")
-      ->envname("ACCEL_MPIRUN_ARGS");
-  launch->add_option("--rendezvous_timeout", rendezvous_timeout,
-                     "Seconds machine 0 waits for the other machines, and they for it (machine flags)")
-      ->capture_default_str()
-      ->check(CLI::PositiveNumber);
-  launch->add_option("--mixed_precision", precision, accel::available_choices(accel::kMixedPrecisionNames))
-      ->check(CLI::IsMember(accel::available_names(accel::kMixedPrecisionNames)));
-  launch->add_flag("--cpu", cpu, "Train on the CPU even when GPUs are present");
-  launch->add_option("--gradient_accumulation_steps", accumulation, "Micro-batches per optimizer step")
-      ->check(CLI::PositiveNumber);
-  launch->add_flag("--dry-run,--dry_run", dry_run, "Print the mpirun command line instead of running it");
-  // Everything from PROGRAM on belongs to the program, flags included.
-  launch->prefix_command();
-  launch->footer("PROGRAM [ARGS...] follow the options; everything from PROGRAM on is passed to it unchanged.");
+  accel::LaunchCommand launch(app);
 
   // accel env
   auto* env = app.add_subcommand("env", "Print what a bug report needs: versions, build options, devices, config");
@@ -118,32 +90,9 @@ int run(int argc, char** argv) {
   }
 
   // launch: config file first, then the flags given on the command line.
-  accel::LaunchRequest request;
-  const std::string path = launch_config_path.empty() ? accel::default_config_path() : launch_config_path;
-  if (!launch_config_path.empty() || std::filesystem::exists(path)) request.config = accel::load_config(path);
-  accel::ConfigFile& c = request.config;
-  if (num_processes) c.num_processes = num_processes;
-  if (num_machines) c.num_machines = num_machines;
-  if (machine_rank >= 0) c.machine_rank = machine_rank;
-  if (!main_ip.empty()) c.main_process_ip = main_ip;
-  if (port) c.main_process_port = port;
-  if (!hostfile.empty()) c.hostfile = hostfile;
-  if (!precision.empty()) c.mixed_precision = *accel::value_in(accel::kMixedPrecisionNames, precision);
-  if (cpu) c.use_cpu = true;
-  if (accumulation) c.gradient_accumulation_steps = accumulation;
-  if (c.num_machines > 1 && c.environment == "local") c.environment = "hosts";
-  std::vector<std::string> command = launch->remaining();
-  command.insert(command.end(), after_separator.begin(), after_separator.end());
-  if (command.empty()) throw accel::Error("accel launch: no program given; usage: accel launch [options] PROGRAM [ARGS...]");
-  if (command.front().size() > 1 && command.front()[0] == '-')
-    throw accel::Error(fmt::format("accel launch: unknown option '{}' (see accel launch --help)", command.front()));
-  request.program = command.front();
-  request.program_args.assign(command.begin() + 1, command.end());
-  request.self_path = self_path(argv[0]);
+  const accel::LaunchRequest request = launch.request(after_separator, self_path(argv[0]));
   const accel::HostFacts host{static_cast<int>(std::max(1u, std::thread::hardware_concurrency())), geteuid() == 0};
-  request.mpirun_args = accel::split_arguments(mpirun_args, "--mpirun_args");
-  request.rendezvous_timeout_s = rendezvous_timeout;
-  return accel::launch(request, host, dry_run, std::cout, std::cerr);
+  return accel::launch(request, host, launch.dry_run(), std::cout, std::cerr);
 }
 
 }  // namespace

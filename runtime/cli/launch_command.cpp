@@ -1,0 +1,69 @@
+// LaunchCommand: accel launch's options, and the request they make over the config file.
+#include "runtime/cli/launch_command.h"
+
+#include <fmt/format.h>
+
+#include <filesystem>
+
+#include "kernels/error.h"
+#include "runtime/config_file.h"
+
+namespace accel {
+
+LaunchCommand::LaunchCommand(CLI::App& app) {
+  launch_ = app.add_subcommand("launch", "Start PROGRAM on every rank through mpirun");
+  launch_->add_option("--config_file", config_path_, "Config file (default: the one `accel config` wrote)");
+  launch_->add_option("-n,--num_processes", num_processes_, "Processes in total")->check(CLI::PositiveNumber);
+  launch_->add_option("--num_machines", num_machines_, "Machines")->check(CLI::PositiveNumber);
+  launch_->add_option("--machine_rank", machine_rank_, "This machine's index")->check(CLI::NonNegativeNumber);
+  launch_->add_option("--main_process_ip", main_ip_, "Address of machine 0");
+  launch_->add_option("--main_process_port", port_, "Port on machine 0")->check(CLI::Range(1, 65535));
+  launch_->add_option("--hostfile", hostfile_, "Open MPI hostfile");
+  launch_->add_option("--mpirun_args,--mpirun-args", mpirun_args_,
+                      "Extra mpirun options, one string split like a shell line (e.g. \"--mca btl tcp,self\")")
+      ->envname("ACCEL_MPIRUN_ARGS");
+  launch_->add_option("--rendezvous_timeout", rendezvous_timeout_,
+                      "Seconds machine 0 waits for the other machines, and they for it (machine flags)")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  launch_->add_option("--mixed_precision", precision_, available_choices(kMixedPrecisionNames))
+      ->check(CLI::IsMember(available_names(kMixedPrecisionNames)));
+  launch_->add_flag("--cpu", cpu_, "Train on the CPU even when GPUs are present");
+  launch_->add_option("--gradient_accumulation_steps", accumulation_, "Micro-batches per optimizer step")
+      ->check(CLI::PositiveNumber);
+  launch_->add_flag("--dry-run,--dry_run", dry_run_, "Print the mpirun command line instead of running it");
+  // Everything from PROGRAM on belongs to the program, flags included.
+  launch_->prefix_command();
+  launch_->footer("PROGRAM [ARGS...] follow the options; everything from PROGRAM on is passed to it unchanged.");
+}
+
+LaunchRequest LaunchCommand::request(const std::vector<std::string>& after_separator,
+                                     const std::string& self_path) const {
+  LaunchRequest request;
+  const std::string path = config_path_.empty() ? default_config_path() : config_path_;
+  if (!config_path_.empty() || std::filesystem::exists(path)) request.config = load_config(path);
+  ConfigFile& c = request.config;
+  if (num_processes_) c.num_processes = num_processes_;
+  if (num_machines_) c.num_machines = num_machines_;
+  if (machine_rank_ >= 0) c.machine_rank = machine_rank_;
+  if (!main_ip_.empty()) c.main_process_ip = main_ip_;
+  if (port_) c.main_process_port = port_;
+  if (!hostfile_.empty()) c.hostfile = hostfile_;
+  if (!precision_.empty()) c.mixed_precision = *value_in(kMixedPrecisionNames, precision_);
+  if (cpu_) c.use_cpu = true;
+  if (accumulation_) c.gradient_accumulation_steps = accumulation_;
+  if (c.num_machines > 1 && c.environment == "local") c.environment = "hosts";
+  std::vector<std::string> command = launch_->remaining();
+  command.insert(command.end(), after_separator.begin(), after_separator.end());
+  if (command.empty()) throw Error("accel launch: no program given; usage: accel launch [options] PROGRAM [ARGS...]");
+  if (command.front().size() > 1 && command.front()[0] == '-')
+    throw Error(fmt::format("accel launch: unknown option '{}' (see accel launch --help)", command.front()));
+  request.program = command.front();
+  request.program_args.assign(command.begin() + 1, command.end());
+  request.self_path = self_path;
+  request.mpirun_args = split_arguments(mpirun_args_, "--mpirun_args");
+  request.rendezvous_timeout_s = rendezvous_timeout_;
+  return request;
+}
+
+}  // namespace accel

@@ -1,0 +1,31 @@
+// `accel launch [options] PROGRAM [ARGS...]`: the command-line side of launching (its flags, their
+// precedence over the config file, the program and its arguments); the launch itself is launch.h.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <string>
+#include <vector>
+
+#include "runtime/cli/launch.h"
+
+namespace accel {
+
+class LaunchCommand {
+ public:
+  // Adds `launch` and its options to app; the values land in this object, which must outlive parsing.
+  explicit LaunchCommand(CLI::App& app);
+  // The request the parsed command line makes: the config file first, then the flags. after_separator
+  // is what followed `--` (the program's, unparsed); self_path is this executable.
+  LaunchRequest request(const std::vector<std::string>& after_separator, const std::string& self_path) const;
+  bool dry_run() const { return dry_run_; }
+
+ private:
+  CLI::App* launch_ = nullptr;
+  std::string config_path_, hostfile_, main_ip_, precision_, mpirun_args_;
+  int num_processes_ = 0, num_machines_ = 0, machine_rank_ = -1, port_ = 0, accumulation_ = 0;
+  double rendezvous_timeout_ = 300;
+  bool cpu_ = false, dry_run_ = false;
+};
+
+}  // namespace accel
