@@ -68,7 +68,7 @@ class Optimizer {
   };
   Optimizer(std::vector<Tensor> params, double lr, std::vector<Slot> slots);
 
-  // The update itself, which step() runs when its gate allows.
+  // The update itself: step() runs it, or a step hook through apply_update().
   virtual void update() = 0;
 
   // The dtype of tensor slots: f32, or f64 for f64 parameters so gradcheck-precision tests hold.

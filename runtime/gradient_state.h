@@ -1,6 +1,6 @@
 // GradientState: what the Accelerator and the DataLoaders it prepared share during training: where
 // the loader is in its epoch (for accumulation windows and gather_for_metrics) and whether this
-// micro-step synchronises gradients (for the optimizer's gates).
+// micro-step synchronises gradients (for the prepared optimizers' step hook).
 #pragma once
 
 #include <cstdint>

@@ -1,5 +1,5 @@
 // The Accelerator in one process: settings precedence for backend and bucket_cap_mb, collectives
-// that are the identity, and gradient accumulation with the optimizer's gates. Multi-rank behaviour
+// that are the identity, and gradient accumulation through the optimizer's step hook. Multi-rank behaviour
 // is tested under mpirun in tests/ddp/.
 #include <doctest/doctest.h>
 
