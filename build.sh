@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The one entry point for a fresh Debian 12 machine: installs what is missing, builds, then
-#   ./build.sh example   runs examples/linear_regression
+#   ./build.sh example   builds libaccel and examples/linear_regression only, and runs it
 #   ./build.sh test      runs the whole test suite
 # Both are idempotent: a second run installs nothing and rebuilds only what changed.
 set -euo pipefail
@@ -23,8 +23,9 @@ if [ ${#missing[@]} -gt 0 ]; then
   echo "build.sh: installing ${missing[*]}"
   sudo_cmd=()
   [ "$(id -u)" -eq 0 ] || sudo_cmd=(sudo)
+  # env passes DEBIAN_FRONTEND through sudo, which would drop a plain assignment in front of it.
   "${sudo_cmd[@]}" apt-get update
-  DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y --no-install-recommends "${missing[@]}"
+  "${sudo_cmd[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "${missing[@]}"
 fi
 
 # The CUDA toolkit is not a Debian package here; when it is installed, build the CUDA backend too.
@@ -35,10 +36,12 @@ fi
 if [ ! -f build/build.ninja ]; then
   meson setup build
 fi
-ninja -C build
 
 if [ "$what" = example ]; then
+  # The example and the libraries it links, not the tests and benchmarks.
+  ninja -C build examples/linear_regression
   ./build/examples/linear_regression
 else
+  ninja -C build
   meson test -C build --print-errorlogs
 fi

@@ -5,7 +5,8 @@
 # either with a hostfile or with the machine flags (one `accel launch` per host), and checks from the
 # veth byte counters that the gradient traffic crossed between the hosts.
 # Usage: two_hosts.sh hostfile|machine_flags ACCEL TEST_DDP
-# Needs root (ip netns); exits 77 (skipped) where namespaces cannot be made or tools are missing.
+# Needs root (ip netns); exits 77 (skipped) where namespaces cannot be made or tools are missing. In a
+# chroot it runs itself again in a private mount namespace (unshare -m) where / is a mount point.
 set -u
 mode=$1
 accel=$2
@@ -25,6 +26,22 @@ case "$mode" in hostfile|machine_flags) ;; *) fail "unknown mode '$mode' (hostfi
 for tool in ip mpirun timeout; do
   command -v "$tool" >/dev/null 2>&1 || skip "$tool not found (iproute2, openmpi-bin, coreutils)"
 done
+
+# `ip netns exec` makes / a slave mount, which fails where / is not a mount point (a chroot). Where that
+# is the only obstacle, run this script again in a private mount namespace with / bind-mounted onto
+# itself, so the test runs wherever root can make namespaces.
+probe=accel_probe_$$
+if ip netns add "$probe" 2>/dev/null; then
+  probe_err=$(ip netns exec "$probe" true 2>&1)
+  probe_rc=$?
+  ip netns del "$probe" 2>/dev/null
+  if [ "$probe_rc" != 0 ] && printf '%s' "$probe_err" | grep -qi mount; then
+    [ -z "${ACCEL_TWO_HOSTS_PRIVATE_MOUNTS:-}" ] || skip "ip netns exec fails even with / bind-mounted: $probe_err"
+    command -v unshare >/dev/null 2>&1 || skip "ip netns exec cannot remount / ($probe_err) and unshare is missing"
+    export ACCEL_TWO_HOSTS_PRIVATE_MOUNTS=1
+    exec unshare --mount --propagation private sh -c 'mount --bind / / && exec "$0" "$@"' "$0" "$@"
+  fi
+fi
 
 # Names unique to this run, so runs on one machine do not collide (interface names: at most 15 chars).
 ns0=accel_mn0_$$
