@@ -6,7 +6,7 @@
 # veth byte counters that the gradient traffic crossed between the hosts.
 # Usage: two_hosts.sh hostfile|machine_flags ACCEL TEST_DDP
 # Needs root (ip netns); exits 77 (skipped) where namespaces cannot be made or tools are missing. In a
-# chroot it runs itself again in a private mount namespace (unshare -m) where / is a mount point.
+# chroot, where `ip netns exec` cannot remount /, it enters the namespaces with nsenter instead.
 set -u
 mode=$1
 accel=$2
@@ -26,22 +26,6 @@ case "$mode" in hostfile|machine_flags) ;; *) fail "unknown mode '$mode' (hostfi
 for tool in ip mpirun timeout; do
   command -v "$tool" >/dev/null 2>&1 || skip "$tool not found (iproute2, openmpi-bin, coreutils)"
 done
-
-# `ip netns exec` makes / a slave mount, which fails where / is not a mount point (a chroot). Where that
-# is the only obstacle, run this script again in a private mount namespace with / bind-mounted onto
-# itself, so the test runs wherever root can make namespaces.
-probe=accel_probe_$$
-if ip netns add "$probe" 2>/dev/null; then
-  probe_err=$(ip netns exec "$probe" true 2>&1)
-  probe_rc=$?
-  ip netns del "$probe" 2>/dev/null
-  if [ "$probe_rc" != 0 ] && printf '%s' "$probe_err" | grep -qi mount; then
-    [ -z "${ACCEL_TWO_HOSTS_PRIVATE_MOUNTS:-}" ] || skip "ip netns exec fails even with / bind-mounted: $probe_err"
-    command -v unshare >/dev/null 2>&1 || skip "ip netns exec cannot remount / ($probe_err) and unshare is missing"
-    export ACCEL_TWO_HOSTS_PRIVATE_MOUNTS=1
-    exec unshare --mount --propagation private sh -c 'mount --bind / / && exec "$0" "$@"' "$0" "$@"
-  fi
-fi
 
 # Names unique to this run, so runs on one machine do not collide (interface names: at most 15 chars).
 ns0=accel_mn0_$$
@@ -68,14 +52,35 @@ trap 'exit 130' INT TERM
 
 ip netns add "$ns0" 2>"$work/err" || skip "ip netns add is not permitted here: $(cat "$work/err")"
 ip netns add "$ns1" || fail "ip netns add $ns1"
-ip netns exec "$ns0" true 2>"$work/err" || skip "ip netns exec is not permitted here: $(cat "$work/err")"
+# `ip netns exec` also gives the command a /sys of the namespace, by making / a slave mount first; that
+# fails where / is not a mount point (a chroot). A private mount namespace cannot help there (unshare -m
+# cannot change the propagation of a / that is not a mount point, and without that its mounts could
+# leak into the host's), so the test then enters the network namespace alone with nsenter: all it
+# uses is the network, and it reads the veth counters from /proc/net/dev, which follows the netns.
+enter=ip
+if ! ip netns exec "$ns0" true 2>"$work/err"; then
+  grep -qi mount "$work/err" || skip "ip netns exec is not permitted here: $(cat "$work/err")"
+  command -v nsenter >/dev/null 2>&1 || skip "ip netns exec cannot remount / ($(cat "$work/err")) and nsenter is missing"
+  nsenter --net="/run/netns/$ns0" true 2>"$work/err" || skip "neither ip netns exec nor nsenter works here: $(cat "$work/err")"
+  enter=nsenter
+  echo "ip netns exec cannot remount / here; entering the namespaces with nsenter --net"
+fi
+# The command prefix that runs a command in each namespace (timeout runs it; the agent below chooses alike).
+# `ip -n NS` remounts /sys as `ip netns exec` does, so commands inside use plain `ip` behind the prefix.
+if [ "$enter" = ip ]; then
+  in0=(ip netns exec "$ns0")
+  in1=(ip netns exec "$ns1")
+else
+  in0=(nsenter --net="/run/netns/$ns0")
+  in1=(nsenter --net="/run/netns/$ns1")
+fi
 ip link add "$veth0" type veth peer name "$veth1" 2>"$work/err" || skip "no veth pairs here: $(cat "$work/err")"
 ip link set "$veth0" netns "$ns0" && ip link set "$veth1" netns "$ns1" || fail "moving the veth ends"
-ip -n "$ns0" addr add "$ip0/24" dev "$veth0" && ip -n "$ns1" addr add "$ip1/24" dev "$veth1" || fail "addresses"
-for ns in "$ns0" "$ns1"; do ip -n "$ns" link set lo up || fail "lo up in $ns"; done
-ip -n "$ns0" link set "$veth0" up && ip -n "$ns1" link set "$veth1" up || fail "veth up"
+"${in0[@]}" ip addr add "$ip0/24" dev "$veth0" && "${in1[@]}" ip addr add "$ip1/24" dev "$veth1" || fail "addresses"
+"${in0[@]}" ip link set lo up && "${in1[@]}" ip link set lo up || fail "lo up"
+"${in0[@]}" ip link set "$veth0" up && "${in1[@]}" ip link set "$veth1" up || fail "veth up"
 if command -v ping >/dev/null 2>&1; then
-  ip netns exec "$ns0" ping -c 1 -W 5 "$ip1" >/dev/null 2>&1 || fail "$ip0 cannot reach $ip1 over the veth"
+  "${in0[@]}" ping -c 1 -W 5 "$ip1" >/dev/null 2>&1 || fail "$ip0 cannot reach $ip1 over the veth"
 fi
 
 # Open MPI calls the agent as `AGENT [options] HOST COMMAND...`, like ssh: the command is one shell line.
@@ -89,7 +94,8 @@ case "\$host" in
   $ip1) ns=$ns1 ;;
   *) echo "netns_agent: unknown host \$host" >&2; exit 255 ;;
 esac
-exec ip netns exec "\$ns" sh -c "\$*"
+if [ "$enter" = ip ]; then exec ip netns exec "\$ns" sh -c "\$*"; fi
+exec nsenter --net="/run/netns/\$ns" sh -c "\$*"
 AGENT
 chmod +x "$work/netns_agent"
 
@@ -98,13 +104,17 @@ mpirun_args="--mca plm_rsh_agent $work/netns_agent --mca pml ob1 --mca btl tcp,s
 --mca oob_tcp_if_include $subnet --bind-to none --display-map -x OMP_NUM_THREADS -x ACCEL_TEST_WATCHDOG_S"
 equivalence=(--test-case='N ranks train to the same weights as one process*')
 
-counter() { ip netns exec "$ns0" cat "/sys/class/net/$veth0/statistics/$1"; }
+# The veth's byte counters in ns0, from /proc/net/dev: after "name:", rx_bytes is the first number and
+# tx_bytes the ninth (a large counter may touch the colon, so the name is cut off first).
+counter() {
+  "${in0[@]}" sed -n "s/^ *$veth0: *//p" /proc/net/dev | awk -v field="$1" '{ print (field == "rx_bytes" ? $1 : $9) }'
+}
 tx_before=$(counter tx_bytes)
 rx_before=$(counter rx_bytes)
 
 if [ "$mode" = hostfile ]; then
   printf '%s slots=2\n%s slots=2\n' "$ip0" "$ip1" >"$work/hostfile"
-  timeout 240 ip netns exec "$ns0" "$accel" launch -n 4 --num_machines 2 --hostfile "$work/hostfile" \
+  timeout 240 "${in0[@]}" "$accel" launch -n 4 --num_machines 2 --hostfile "$work/hostfile" \
     --mpirun_args "$mpirun_args" "$test_ddp" "${equivalence[@]}" >"$work/out" 2>&1
   status=$?
   cat "$work/out"
@@ -112,9 +122,9 @@ if [ "$mode" = hostfile ]; then
 else
   flags=(-n 4 --num_machines 2 --main_process_ip "$ip0" --main_process_port 29500 --rendezvous_timeout 60)
   # First a dry run: machine 0 prints the line it would run, with the hostfile it gathered.
-  timeout 90 ip netns exec "$ns1" "$accel" launch "${flags[@]}" --machine_rank 1 "$test_ddp" >"$work/dry1" 2>&1 &
+  timeout 90 "${in1[@]}" "$accel" launch "${flags[@]}" --machine_rank 1 "$test_ddp" >"$work/dry1" 2>&1 &
   dry1=$!
-  ACCEL_MPIRUN_ARGS="$mpirun_args" timeout 90 ip netns exec "$ns0" "$accel" launch "${flags[@]}" --machine_rank 0 \
+  ACCEL_MPIRUN_ARGS="$mpirun_args" timeout 90 "${in0[@]}" "$accel" launch "${flags[@]}" --machine_rank 0 \
     --dry-run "$test_ddp" >"$work/dry0" 2>"$work/dry0.err"
   status=$?
   wait $dry1
@@ -128,10 +138,10 @@ else
   grep -q -- "--mca btl_tcp_if_include $subnet" "$work/dry0" || fail "ACCEL_MPIRUN_ARGS is not in the mpirun line"
 
   # Then the job: machine 1 waits for machine 0's mpirun to start its ranks and exits with the job's status.
-  timeout 240 ip netns exec "$ns1" "$accel" launch "${flags[@]}" --machine_rank 1 "$test_ddp" \
+  timeout 240 "${in1[@]}" "$accel" launch "${flags[@]}" --machine_rank 1 "$test_ddp" \
     "${equivalence[@]}" >"$work/out1" 2>&1 &
   machine1=$!
-  ACCEL_MPIRUN_ARGS="$mpirun_args" timeout 240 ip netns exec "$ns0" "$accel" launch "${flags[@]}" --machine_rank 0 \
+  ACCEL_MPIRUN_ARGS="$mpirun_args" timeout 240 "${in0[@]}" "$accel" launch "${flags[@]}" --machine_rank 0 \
     "$test_ddp" "${equivalence[@]}" >"$work/out" 2>&1
   status=$?
   wait $machine1
@@ -168,9 +178,9 @@ echo "veth $veth0 ($ip0): tx $tx bytes, rx $rx bytes; gradient $params floats x 
 
 if [ "$mode" = machine_flags ]; then
   # A failing job: every machine's accel launch exits with the job's (non-zero) status.
-  timeout 90 ip netns exec "$ns1" "$accel" launch "${flags[@]}" --machine_rank 1 sh -c 'exit 3' >"$work/fail1" 2>&1 &
+  timeout 90 "${in1[@]}" "$accel" launch "${flags[@]}" --machine_rank 1 sh -c 'exit 3' >"$work/fail1" 2>&1 &
   machine1=$!
-  ACCEL_MPIRUN_ARGS="$mpirun_args" timeout 90 ip netns exec "$ns0" "$accel" launch "${flags[@]}" --machine_rank 0 \
+  ACCEL_MPIRUN_ARGS="$mpirun_args" timeout 90 "${in0[@]}" "$accel" launch "${flags[@]}" --machine_rank 0 \
     sh -c 'exit 3' >"$work/fail0" 2>&1
   status=$?
   wait $machine1
