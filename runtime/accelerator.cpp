@@ -6,11 +6,14 @@
 
 #include <cmath>
 #include <filesystem>
+#include <unordered_map>
 
 #include "autograd/engine.h"
 #include "autograd/functions.h"
 #include "autograd/grad_mode.h"
+#include "runtime/checkpoint/checkpoint_dir.h"
 #include "runtime/precision/make_precision.h"
+#include "runtime/safetensors.h"
 #include "runtime/strategy/data_parallel.h"
 #include "runtime/strategy/make_strategy.h"
 #include "tensor/nograd/elementwise.h"
@@ -26,7 +29,12 @@ Accelerator::Accelerator(AcceleratorOptions options)
       training_step_(std::make_shared<TrainingStep>(accumulation_, *precision_, *strategy_)),
       collectives_(*env_, gradient_state_),
       even_batches_(options.even_batches),
-      split_batches_(options.split_batches) {
+      split_batches_(options.split_batches),
+      project_(options.project_configuration) {
+  parts_.env = env_.get();
+  parts_.strategy = strategy_.get();
+  parts_.precision = precision_.get();
+  parts_.accumulation = &accumulation_;
   if (options.print_settings && is_main_process()) print_settings();
 }
 
@@ -43,9 +51,12 @@ AutocastGuard Accelerator::autocast() const { return precision_->autocast(); }
 
 void Accelerator::weights_changed() { precision_->weights_changed(); }
 
-void Accelerator::prepare_model(nn::Module& model) {
-  strategy_->prepare_model(model);
-  precision_->prepare_model(model);
+void Accelerator::prepare_model(const std::shared_ptr<nn::Module>& model) {
+  strategy_->prepare_model(*model);
+  precision_->prepare_model(*model);
+  for (const auto& known : parts_.models)
+    if (known.lock() == model) return;  // prepared again (one process allows it): checkpointed once
+  parts_.models.push_back(model);
 }
 
 const Reducer* Accelerator::reducer(const nn::Module& model) const {
@@ -62,6 +73,21 @@ void Accelerator::prepare_optimizer(const std::shared_ptr<optim::Optimizer>& opt
                               p.device().str(), device().str()));
   strategy_->prepare_optimizer(*optimizer);
   training_step_->add(optimizer);
+  parts_.optimizers.push_back({optimizer, parameter_names(*optimizer)});
+}
+
+std::vector<std::string> Accelerator::parameter_names(const optim::Optimizer& optimizer) const {
+  std::unordered_map<const TensorImpl*, std::string> names;
+  for (size_t i = 0; i < parts_.models.size(); ++i)
+    if (auto model = parts_.models[i].lock())
+      for (const auto& [name, p] : model->named_parameters())
+        names.emplace(p.impl(), i == 0 ? name : fmt::format("model_{}.{}", i, name));
+  std::vector<std::string> out;
+  for (size_t i = 0; i < optimizer.params().size(); ++i) {
+    const auto it = names.find(optimizer.params()[i].impl());
+    out.push_back(it != names.end() ? it->second : fmt::format("param_{}", i));  // not in a prepared model
+  }
+  return out;
 }
 
 DataLoader Accelerator::prepare_data_loader(const DataLoader& loader) {
@@ -73,6 +99,8 @@ DataLoader Accelerator::prepare_data_loader(const DataLoader& loader) {
                   .split_batches = split_batches_});
   prepared.set_device(device());
   prepared.set_gradient_state(gradient_state_);
+  prepared.set_progress(std::make_shared<LoaderProgress>(*loader.progress()));
+  parts_.loaders.push_back({prepared.progress(), prepared.global_batch_size()});
   return prepared;
 }
 
@@ -140,6 +168,46 @@ void Accelerator::save_model(const nn::Module& model, const std::string& dir) {
   if (is_main_process()) {
     std::filesystem::create_directories(dir);
     checkpoint_io_->save((std::filesystem::path(dir) / "model.safetensors").string(), state, {{"format", "pt"}});
+  }
+  wait_for_everyone();
+}
+
+std::string Accelerator::save_state(const std::string& dir) {
+  std::filesystem::path target = dir;
+  if (dir.empty()) {
+    if (!project_.automatic_checkpoint_naming || project_.project_dir.empty())
+      throw Error("Accelerator::save_state: no directory given; pass one, or set ProjectConfiguration's "
+                  "project_dir and automatic_checkpoint_naming");
+    target = next_checkpoint(project_.project_dir);
+  }
+  save_training_checkpoint(parts_, target);
+  if (dir.empty() && is_main_process()) prune_checkpoints(project_.project_dir, project_.total_limit);
+  wait_for_everyone();
+  return target.string();
+}
+
+std::string Accelerator::load_state(const std::string& dir) {
+  std::filesystem::path source = dir;
+  if (dir.empty() || dir == "latest") {
+    if (project_.project_dir.empty())
+      throw Error(fmt::format("Accelerator::load_state: '{}' needs ProjectConfiguration's project_dir, whose "
+                              "checkpoints/ holds the automatic checkpoints",
+                              dir.empty() ? "" : dir));
+    const std::optional<std::filesystem::path> latest = latest_checkpoint(project_.project_dir);
+    if (!latest)
+      throw Error(fmt::format("Accelerator::load_state: no complete checkpoint in {}",
+                              checkpoints_root(project_.project_dir).string()));
+    source = *latest;
+  }
+  load_training_checkpoint(parts_, source);
+  return source.string();
+}
+
+void Accelerator::save(const nn::StateDict& state, const std::string& file) {
+  if (is_main_process()) {
+    const std::filesystem::path parent = std::filesystem::path(file).parent_path();
+    if (!parent.empty()) std::filesystem::create_directories(parent);
+    save_safetensors(file, state, {{"format", "pt"}});
   }
   wait_for_everyone();
 }

@@ -11,6 +11,7 @@
 #include <sstream>
 #include <string>
 #include <tuple>
+#include <typeinfo>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -22,6 +23,7 @@
 #include "nn/module.h"
 #include "optim/optimizer.h"
 #include "runtime/checked_collectives.h"
+#include "runtime/checkpoint/training_checkpoint.h"
 #include "runtime/checkpoint_io.h"
 #include "runtime/data_loader.h"
 #include "runtime/environment.h"
@@ -177,6 +179,30 @@ class Accelerator {
   // Writes dir/model.safetensors with the model's state_dict (main process only), creating dir.
   void save_model(const nn::Module& model, const std::string& dir);
 
+  // Checkpoints for an exact resume (docs/checkpoints.md). Collective: every rank calls them.
+  // save_state writes every prepared model, optimizer and loader position, the precision's state, the
+  // registered objects and every rank's random streams into dir, whole or not at all, and returns dir.
+  // With dir empty it needs ProjectConfiguration's automatic naming: project_dir/checkpoints/
+  // checkpoint_<n>, keeping the newest total_limit of them.
+  std::string save_state(const std::string& dir = "");
+  // Restores a save_state of the same prepared objects (prepare them, then load). dir empty or
+  // "latest": the newest complete automatic checkpoint. A prepared loader then continues its epoch at
+  // the first sample the saved run had not seen. Returns the directory loaded.
+  std::string load_state(const std::string& dir = "");
+  // Adds an object with state_dict() / load_state_dict(StateDict) (an LRScheduler, ...) to the
+  // checkpoints; it must outlive the Accelerator's saves and loads. A Generator's stream is saved per
+  // rank.
+  template <class T>
+  void register_for_checkpointing(T& object) {
+    parts_.objects.push_back({typeid(T).name(), [&object] { return object.state_dict(); },
+                              [&object](const nn::StateDict& state) { object.load_state_dict(state); }});
+  }
+  void register_for_checkpointing(Generator& generator) { parts_.generators.push_back(&generator); }
+  // Writes state as a safetensors file (main process only), as Accelerate's accelerator.save.
+  void save(const nn::StateDict& state, const std::string& file);
+  // The model's full, unsharded state (gathered where a strategy shards it). Collective.
+  nn::StateDict get_state_dict(const nn::Module& model) const { return strategy_->model_state_dict(model); }
+
  private:
   template <class T>
   struct IsSharedPtr : std::false_type {};
@@ -191,7 +217,7 @@ class Accelerator {
     if constexpr (std::is_same_v<D, DataLoader>) {
       return prepare_data_loader(object);
     } else if constexpr (IsSharedPtr<D>::value && std::is_base_of_v<nn::Module, typename IsSharedPtr<D>::element>) {
-      prepare_model(*object);
+      prepare_model(object);
       return object;
     } else if constexpr (IsSharedPtr<D>::value &&
                          std::is_base_of_v<optim::Optimizer, typename IsSharedPtr<D>::element>) {
@@ -203,8 +229,11 @@ class Accelerator {
     }
   }
 
-  void prepare_model(nn::Module& model);
+  void prepare_model(const std::shared_ptr<nn::Module>& model);
   void prepare_optimizer(const std::shared_ptr<optim::Optimizer>& optimizer);
+  // The names of the optimizer's parameters in the prepared models ("model_<i>." before the
+  // second model's names, "param_<i>" for one in no prepared model): its checkpoint keys.
+  std::vector<std::string> parameter_names(const optim::Optimizer& optimizer) const;
   DataLoader prepare_data_loader(const DataLoader& loader);
   void print_settings() const;
 
@@ -221,6 +250,8 @@ class Accelerator {
   std::unique_ptr<CheckpointIO> checkpoint_io_ = std::make_unique<SafetensorsCheckpointIO>();
   bool even_batches_ = true;
   bool split_batches_ = false;
+  ProjectConfiguration project_;
+  TrainingParts parts_;  // what checkpoints hold; the pointers are to the members above
 };
 
 }  // namespace accel

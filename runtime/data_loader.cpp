@@ -4,6 +4,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include <numeric>
 
 #include "kernels/philox.h"
@@ -59,14 +61,14 @@ int64_t DataLoader::size() const {
 
 const std::vector<int64_t>& DataLoader::epoch_order() const {
   const int64_t n = dataset_->size();
-  if (order_cache_epoch_ == epoch_ && static_cast<int64_t>(order_cache_.size()) == n) return order_cache_;
+  if (order_cache_epoch_ == progress_->epoch && static_cast<int64_t>(order_cache_.size()) == n) return order_cache_;
   if (options_.shuffle) {
-    order_cache_ = random_permutation(n, options_.seed, static_cast<uint64_t>(epoch_));
+    order_cache_ = random_permutation(n, options_.seed, static_cast<uint64_t>(progress_->epoch));
   } else {
     order_cache_.resize(static_cast<size_t>(n));
     std::iota(order_cache_.begin(), order_cache_.end(), int64_t{0});
   }
-  order_cache_epoch_ = epoch_;
+  order_cache_epoch_ = progress_->epoch;
   return order_cache_;
 }
 
@@ -93,6 +95,7 @@ Batch DataLoader::batch(int64_t step) const {
   StepPlan p = plan(step);
   Batch batch{dataset_->get_batch(p.indices), p.padding};
   for (Tensor& field : batch.fields) field = nograd::to_device(field, device_);
+  progress_->steps_done = step + 1;
   if (gradient_state_) {
     ++gradient_state_->batches;
     gradient_state_->step = step;
@@ -100,6 +103,27 @@ Batch DataLoader::batch(int64_t step) const {
     gradient_state_->padding = p.padding;
   }
   return batch;
+}
+
+void DataLoader::set_progress(std::shared_ptr<LoaderProgress> progress) {
+  if (!progress) throw Error("DataLoader::set_progress: got a null progress");
+  progress_.ptr = std::move(progress);
+}
+
+DataLoader::Iterator DataLoader::begin() const {
+  int64_t start = first_step_;
+  if (progress_->resume_epoch == progress_->epoch) {
+    start = std::max(start, progress_->resume_step);
+    progress_->resume_epoch = -1;  // only the first pass over the resumed epoch starts late
+  }
+  return Iterator(this, std::min(start, size()));
+}
+
+DataLoader skip_first_batches(const DataLoader& loader, int64_t n) {
+  if (n < 0) throw Error(fmt::format("skip_first_batches: n must be >= 0, got {}", n));
+  DataLoader skipping = loader;
+  skipping.first_step_ = n;
+  return skipping;
 }
 
 }  // namespace accel

@@ -31,6 +31,16 @@ struct ShardOptions {
   bool split_batches = false;
 };
 
+// Where a loader is in its epochs. Batches update it as they are produced; a checkpoint saves it; a
+// resume sets resume_epoch/resume_step so that the next pass over that epoch starts where the saved
+// run stopped (once). A copy of a loader starts from the same progress and then moves on its own.
+struct LoaderProgress {
+  int64_t epoch = 0;
+  int64_t steps_done = 0;     // batches of `epoch` produced so far: the latest step + 1
+  int64_t resume_epoch = -1;  // -1: no resume pending
+  int64_t resume_step = 0;
+};
+
 struct Batch {
   std::vector<Tensor> fields;
   // Trailing samples of this batch that repeat earlier ones (even_batches padding);
@@ -47,8 +57,12 @@ class DataLoader {
   DataLoader(std::shared_ptr<const Dataset> dataset, DataLoaderOptions options = {});
 
   // Reshuffles: the same epoch gives the same order on every rank.
-  void set_epoch(int64_t epoch) { epoch_ = epoch; }
-  int64_t epoch() const { return epoch_; }
+  void set_epoch(int64_t epoch) { progress_->epoch = epoch; }
+  int64_t epoch() const { return progress_->epoch; }
+  // Where it is; the Accelerator gives each loader it prepares a progress of its own, which it saves
+  // and restores in checkpoints.
+  const std::shared_ptr<LoaderProgress>& progress() const { return progress_.ptr; }
+  void set_progress(std::shared_ptr<LoaderProgress> progress);
   void shard(const ShardOptions& shard);
   const ShardOptions& shard_options() const { return shard_; }
   // Batches are moved to this device as they are produced.
@@ -101,8 +115,13 @@ class DataLoader {
     const DataLoader* loader_;
     int64_t step_;
   };
-  Iterator begin() const { return Iterator(this, 0); }
+  // The first step is 0, or where a resume of this epoch left off (once), or skip_first_batches's n.
+  Iterator begin() const;
   Iterator end() const { return Iterator(this, size()); }
+
+  // This loader, starting every pass at step n (for users who manage their own position; a prepared
+  // loader resumed by load_state needs no skipping).
+  friend DataLoader skip_first_batches(const DataLoader& loader, int64_t n);
 
  private:
   bool pads() const;
@@ -110,13 +129,29 @@ class DataLoader {
   std::shared_ptr<const Dataset> dataset_;
   DataLoaderOptions options_;
   ShardOptions shard_;
-  int64_t epoch_ = 0;
+  // Copied by value with the loader (a handle of its own), so that copies move on independently.
+  struct OwnProgress {
+    std::shared_ptr<LoaderProgress> ptr = std::make_shared<LoaderProgress>();
+    OwnProgress() = default;
+    OwnProgress(const OwnProgress& other) : ptr(std::make_shared<LoaderProgress>(*other.ptr)) {}
+    OwnProgress& operator=(const OwnProgress& other) {
+      ptr = std::make_shared<LoaderProgress>(*other.ptr);
+      return *this;
+    }
+    OwnProgress(OwnProgress&&) noexcept = default;
+    OwnProgress& operator=(OwnProgress&&) noexcept = default;
+    LoaderProgress* operator->() const { return ptr.get(); }
+  };
+  OwnProgress progress_;
+  int64_t first_step_ = 0;
   Device device_ = Device::cpu();
   std::shared_ptr<GradientState> gradient_state_;
   // epoch_order() of the last epoch asked for, so a step does not redraw the whole permutation.
   mutable std::vector<int64_t> order_cache_;
   mutable int64_t order_cache_epoch_ = -1;
 };
+
+DataLoader skip_first_batches(const DataLoader& loader, int64_t n);
 
 // A uniformly random permutation of 0..n-1 drawn from Philox stream (seed, stream).
 std::vector<int64_t> random_permutation(int64_t n, uint64_t seed, uint64_t stream);

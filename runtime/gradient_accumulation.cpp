@@ -53,4 +53,12 @@ void GradientAccumulation::backward_done() {
   if (accumulating() && !state_->sync_gradients) state_->grads_pending = true;
 }
 
+void GradientAccumulation::restore(const Position& position) {
+  micro_step_ = position.micro_step;
+  batches_seen_ = position.batches_seen;
+  state_->batches = position.batches;
+  state_->grads_pending = false;
+  state_->sync_gradients = true;
+}
+
 }  // namespace accel

@@ -38,6 +38,15 @@ class GradientAccumulation {
   void grads_used() { state_->grads_pending = false; }
   bool may_clear_grads() const { return !state_->grads_pending; }
 
+  // Where the windows stand, for checkpoints (taken at a window boundary).
+  struct Position {
+    int64_t micro_step = 0;     // without a prepared loader: micro-steps of the window so far
+    uint64_t batches_seen = 0;  // the loader batches accumulate() has followed
+    uint64_t batches = 0;       // the batches every prepared loader produced
+  };
+  Position position() const { return {micro_step_, batches_seen_, state_->batches}; }
+  void restore(const Position& position);
+
  private:
   bool accumulating() const { return in_accumulate_ && no_sync_depth_ == 0; }
 

@@ -4,6 +4,7 @@
 #include "runtime/safetensors.h"
 
 #include <fmt/format.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <bit>
@@ -338,9 +339,15 @@ class TempFile {
 
   bool is_open() const { return file_ != nullptr; }
   bool write(const void* data, size_t n) { return n == 0 || std::fwrite(data, 1, n, file_) == n; }
-  // Closes the file and renames it to target; returns false (errno set) on failure.
+  // Flushes the file to the disk (fsync), closes it and renames it to target; returns false (errno
+  // set) on failure. The fsync first means the rename never exposes a file whose bytes are not there.
   bool commit(const std::string& target) {
+    const bool synced = std::fflush(file_) == 0 && ::fsync(::fileno(file_)) == 0;
     const int closed = std::fclose(file_);
+    if (!synced) {
+      file_ = nullptr;
+      return false;
+    }
     file_ = nullptr;
     if (closed != 0 || std::rename(path_.c_str(), target.c_str()) != 0) return false;
     committed_ = true;

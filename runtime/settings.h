@@ -28,6 +28,13 @@ class Choice {
   std::string text_;
 };
 
+// Where a project's checkpoints go (Accelerate's ProjectConfiguration).
+struct ProjectConfiguration {
+  std::string project_dir;                   // automatic checkpoints: project_dir/checkpoints/checkpoint_<n>
+  bool automatic_checkpoint_naming = false;  // save_state() and load_state() with no directory
+  int total_limit = 0;                       // automatic checkpoints kept (the newest), 0: all
+};
+
 // Settings given in code. Each one left empty falls back to its ACCEL_* environment variable (set by
 // `accel launch`), then to the config file, then to the default.
 struct AcceleratorOptions {
@@ -51,6 +58,7 @@ struct AcceleratorOptions {
   // many steps, and whether batch_size is the global batch split between the ranks.
   bool even_batches = true;
   bool split_batches = false;
+  ProjectConfiguration project_configuration;
   // Print the effective settings once on the main process at start.
   bool print_settings = true;
 };

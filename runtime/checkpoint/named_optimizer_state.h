@@ -1,0 +1,19 @@
+// An optimizer's state keyed by parameter name ("state.fc1.weight.exp_avg") instead of by position
+// ("state.0.exp_avg"), so that a checkpoint survives a change of the model code that reorders or adds
+// parameters. The optimizer itself keeps its positional keys; these convert at the checkpoint.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "optim/optimizer.h"
+
+namespace accel {
+
+// names[i] is the name of the optimizer's parameter i.
+optim::StateDict name_optimizer_state(const optim::StateDict& by_index, const std::vector<std::string>& names);
+// The reverse. A name no parameter has throws an accel::Error naming source (the file) and the key.
+optim::StateDict index_optimizer_state(const optim::StateDict& by_name, const std::vector<std::string>& names,
+                                       const std::string& source);
+
+}  // namespace accel

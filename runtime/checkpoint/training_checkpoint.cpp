@@ -1,0 +1,324 @@
+// TrainingCheckpoint: the files of a checkpoint and the order they are written and read in.
+//   model.safetensors, model_<i>.safetensors        each prepared model's full state (rank 0)
+//   optimizer.safetensors, optimizer_<i>.safetensors each prepared optimizer, keyed by parameter name
+//   precision.safetensors                            the precision recipe's state, when it has any
+//   custom_checkpoint_<i>.safetensors                registered objects
+//   random_states_<rank>.safetensors                 every random stream of that rank
+//   accelerator_state.json                           format, version, world size, positions
+//   COMPLETE                                         the commit marker, last
+#include "runtime/checkpoint/training_checkpoint.h"
+
+#include <fmt/format.h>
+
+#include <bit>
+#include <fstream>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <optional>
+
+#include "accel_config.h"
+#include "autograd/grad_mode.h"
+#include "nn/dropout.h"
+#include "runtime/checkpoint/checkpoint_dir.h"
+#include "runtime/checkpoint/named_optimizer_state.h"
+#include "runtime/safetensors.h"
+#include "tensor/creation.h"
+#include "tensor/nograd/copy.h"
+#include "tensor/nograd/views.h"
+
+namespace accel {
+
+namespace {
+
+using json = nlohmann::json;
+
+constexpr const char* kStateFile = "accelerator_state.json";
+
+std::string numbered_file(const char* stem, size_t i) {
+  return i == 0 ? fmt::format("{}.safetensors", stem) : fmt::format("{}_{}.safetensors", stem, i);
+}
+
+std::string random_file(int rank) { return fmt::format("random_states_{}.safetensors", rank); }
+
+void barrier(const TrainingParts& parts) {
+  if (Communicator* comm = parts.env->comm()) comm->barrier();
+}
+
+bool is_main(const TrainingParts& parts) { return parts.env->rank() == 0; }
+
+template <class T>
+std::shared_ptr<T> alive(const std::weak_ptr<T>& weak, const char* what, size_t i) {
+  std::shared_ptr<T> p = weak.lock();
+  if (!p) throw Error(fmt::format("save_state/load_state: prepared {} {} no longer exists", what, i));
+  return p;
+}
+
+// A Philox stream as two i64 tensors (the u64 bits as they are).
+void add_stream(nn::StateDict& out, const std::string& name, const GeneratorState& s) {
+  out.emplace_back(name + ".seed", scalar_tensor(0.0, DType::i64));
+  out.back().second.data<int64_t>()[0] = std::bit_cast<int64_t>(s.seed);
+  out.emplace_back(name + ".offset", scalar_tensor(0.0, DType::i64));
+  out.back().second.data<int64_t>()[0] = std::bit_cast<int64_t>(s.offset);
+}
+
+// Every random stream of this rank: each prepared model's dropout layers, then the registered ones.
+std::vector<std::pair<std::string, Generator*>> random_streams(const TrainingParts& parts) {
+  std::vector<std::pair<std::string, Generator*>> out;
+  for (size_t i = 0; i < parts.models.size(); ++i)
+    for (const auto& [name, m] : alive(parts.models[i], "model", i)->named_modules())
+      if (auto* dropout = dynamic_cast<nn::Dropout*>(m)) out.emplace_back(fmt::format("model_{}.{}", i, name), &dropout->generator());
+  for (size_t i = 0; i < parts.generators.size(); ++i) out.emplace_back(fmt::format("generator_{}", i), parts.generators[i]);
+  return out;
+}
+
+json small_state(const TrainingParts& parts) {
+  json loaders = json::array();
+  for (const PreparedLoader& l : parts.loaders)
+    loaders.push_back({{"epoch", l.progress->epoch},
+                       {"samples_seen", l.progress->steps_done * l.global_batch_size},
+                       {"global_batch_size", l.global_batch_size}});
+  const GradientAccumulation::Position p = parts.accumulation->position();
+  return {{"format", kCheckpointFormat},
+          {"accel_version", ACCEL_VERSION},
+          {"world_size", parts.env->world_size()},
+          {"strategy", parts.strategy->name()},
+          {"mixed_precision", parts.precision->name()},
+          {"models", parts.models.size()},
+          {"optimizers", parts.optimizers.size()},
+          {"objects", parts.objects.size()},
+          {"generators", parts.generators.size()},
+          {"loaders", loaders},
+          {"accumulation",
+           {{"steps", parts.accumulation->steps()},
+            {"micro_step", p.micro_step},
+            {"batches_seen", p.batches_seen},
+            {"batches", p.batches}}}};
+}
+
+// The states that rank 0 writes, gathered on every rank (a sharded strategy's gather is collective).
+void write_replicated(const TrainingParts& parts, const fs::path& staging) {
+  const bool main = is_main(parts);
+  for (size_t i = 0; i < parts.models.size(); ++i) {
+    const nn::StateDict state = parts.strategy->model_state_dict(*alive(parts.models[i], "model", i));
+    if (main) save_safetensors((staging / numbered_file("model", i)).string(), state, {{"format", "pt"}});
+  }
+  for (size_t i = 0; i < parts.optimizers.size(); ++i) {
+    const PreparedOptimizer& o = parts.optimizers[i];
+    const optim::StateDict state = parts.strategy->optimizer_state_dict(*alive(o.optimizer, "optimizer", i));
+    if (main) save_safetensors((staging / numbered_file("optimizer", i)).string(), name_optimizer_state(state, o.names));
+  }
+  if (!main) return;
+  const optim::StateDict precision = parts.precision->state_dict();
+  if (!precision.empty()) save_safetensors((staging / "precision.safetensors").string(), precision);
+  for (size_t i = 0; i < parts.objects.size(); ++i)
+    save_safetensors((staging / fmt::format("custom_checkpoint_{}.safetensors", i)).string(), parts.objects[i].state_dict());
+  write_synced(staging / kStateFile, small_state(parts).dump(2) + "\n");
+}
+
+}  // namespace
+
+void save_training_checkpoint(const TrainingParts& parts, const fs::path& dir) {
+  if (!parts.accumulation->may_clear_grads())
+    throw Error("save_state: called inside an accumulation window, whose accumulated grads a checkpoint does not "
+                "hold; save after the optimizer step that ends the window");
+  const fs::path staging = staging_dir(dir);
+  if (is_main(parts)) {
+    std::error_code ec;
+    fs::remove_all(staging, ec);
+    fs::create_directories(staging);
+  }
+  barrier(parts);
+  write_replicated(parts, staging);
+  nn::StateDict streams;
+  for (const auto& [name, gen] : random_streams(parts)) add_stream(streams, name, gen->state());
+  save_safetensors((staging / random_file(parts.env->rank())).string(), streams);
+  barrier(parts);  // every rank's files are on the disk
+  if (is_main(parts)) commit_checkpoint(staging, dir);
+  barrier(parts);
+}
+
+namespace {
+
+// Everything a checkpoint holds, read and checked before anything is applied.
+struct ReadCheckpoint {
+  json state;
+  std::vector<nn::StateDict> models, optimizers, objects;
+  optim::StateDict precision;
+  nn::StateDict streams;
+  int streams_rank = 0;  // whose streams these are (this rank's, unless the world size changed)
+};
+
+nn::StateDict read_tensors(const fs::path& file) { return load_safetensors(file.string()).tensors; }
+
+json read_state(const fs::path& dir) {
+  const fs::path file = dir / kStateFile;
+  json state;
+  try {
+    std::ifstream in(file);
+    if (!in) throw Error("cannot be opened");
+    state = json::parse(in);
+  } catch (const std::exception& e) {
+    throw Error(fmt::format("load_state: {}: {}", file.string(), e.what()));
+  }
+  const int format = state.value("format", 0);
+  if (format < 1 || format > kCheckpointFormat)
+    throw Error(fmt::format("load_state: {}: format {} is not one this accel ({}) reads (1 to {}); a newer accel "
+                            "wrote it",
+                            file.string(), format, ACCEL_VERSION, kCheckpointFormat));
+  return state;
+}
+
+void check_count(const json& state, const char* key, size_t have, const fs::path& dir) {
+  const size_t saved = state.value(key, size_t{0});
+  if (saved != have)
+    throw Error(fmt::format("load_state: {} holds {} {}, but {} are prepared or registered here; prepare the same "
+                            "objects in the same order before load_state",
+                            (dir / kStateFile).string(), saved, key, have));
+}
+
+ReadCheckpoint read_checkpoint(const TrainingParts& parts, const fs::path& dir) {
+  ReadCheckpoint r;
+  r.state = read_state(dir);
+  check_count(r.state, "models", parts.models.size(), dir);
+  check_count(r.state, "optimizers", parts.optimizers.size(), dir);
+  check_count(r.state, "objects", parts.objects.size(), dir);
+  check_count(r.state, "generators", parts.generators.size(), dir);
+  for (size_t i = 0; i < parts.models.size(); ++i) r.models.push_back(read_tensors(dir / numbered_file("model", i)));
+  for (size_t i = 0; i < parts.optimizers.size(); ++i) {
+    const fs::path file = dir / numbered_file("optimizer", i);
+    r.optimizers.push_back(index_optimizer_state(read_tensors(file), parts.optimizers[i].names, file.string()));
+  }
+  if (fs::exists(dir / "precision.safetensors")) r.precision = read_tensors(dir / "precision.safetensors");
+  for (size_t i = 0; i < parts.objects.size(); ++i)
+    r.objects.push_back(read_tensors(dir / fmt::format("custom_checkpoint_{}.safetensors", i)));
+  const int saved_world = r.state.value("world_size", 1);
+  r.streams_rank = parts.env->rank() < saved_world ? parts.env->rank() : parts.env->rank() % saved_world;
+  r.streams = read_tensors(dir / random_file(r.streams_rank));
+  return r;
+}
+
+GeneratorState stream_of(const nn::StateDict& streams, const std::string& name, const fs::path& file) {
+  auto find = [&](const std::string& key) -> int64_t {
+    for (const auto& [k, t] : streams)
+      if (k == key && t.dtype() == DType::i64 && t.numel() == 1) return nograd::contiguous(t).data<int64_t>()[0];
+    throw Error(fmt::format("load_state: {}: no random stream '{}'; is this a checkpoint of another model?",
+                            file.string(), key));
+  };
+  return {std::bit_cast<uint64_t>(find(name + ".seed")), std::bit_cast<uint64_t>(find(name + ".offset"))};
+}
+
+// Where each loader resumes: the saved global sample count in steps of this run's global batch.
+std::vector<std::pair<int64_t, int64_t>> loader_positions(const TrainingParts& parts, const json& state,
+                                                          const fs::path& dir) {
+  const json& saved = state.at("loaders");
+  if (saved.size() != parts.loaders.size())
+    throw Error(fmt::format("load_state: {} holds {} data loaders, but {} are prepared here", (dir / kStateFile).string(),
+                            saved.size(), parts.loaders.size()));
+  std::vector<std::pair<int64_t, int64_t>> out;
+  for (size_t i = 0; i < saved.size(); ++i) {
+    const int64_t samples = saved[i].at("samples_seen"), batch = parts.loaders[i].global_batch_size;
+    if (samples % batch != 0)
+      throw Error(fmt::format("load_state: data loader {} had seen {} samples of its epoch, which is not a whole "
+                              "number of this run's global batches of {}; resume with a global batch that divides it",
+                              i, samples, batch));
+    out.emplace_back(saved[i].at("epoch").get<int64_t>(), samples / batch);
+  }
+  return out;
+}
+
+// What load applies, taken beforehand so that a failure part way can put it back.
+struct Snapshot {
+  std::vector<nn::StateDict> models, optimizers;
+  optim::StateDict precision;
+};
+
+nn::StateDict cloned(const nn::StateDict& state) {
+  nn::StateDict out;
+  for (const auto& [k, t] : state) out.emplace_back(k, nograd::clone(t));
+  return out;
+}
+
+Snapshot take_snapshot(const TrainingParts& parts) {
+  Snapshot s;
+  for (size_t i = 0; i < parts.models.size(); ++i) s.models.push_back(cloned(alive(parts.models[i], "model", i)->state_dict()));
+  for (size_t i = 0; i < parts.optimizers.size(); ++i)
+    s.optimizers.push_back(cloned(alive(parts.optimizers[i].optimizer, "optimizer", i)->state_dict()));
+  s.precision = cloned(parts.precision->state_dict());
+  return s;
+}
+
+void put_back(const TrainingParts& parts, const Snapshot& s) {
+  for (size_t i = 0; i < s.models.size(); ++i) parts.models[i].lock()->load_state_dict(s.models[i]);
+  for (size_t i = 0; i < s.optimizers.size(); ++i) parts.optimizers[i].optimizer.lock()->load_state_dict(s.optimizers[i]);
+  if (!s.precision.empty()) parts.precision->load_state_dict(s.precision);
+}
+
+// The tensor states, each failure naming its file; the caller puts the snapshot back on failure.
+void apply_tensors(const TrainingParts& parts, const ReadCheckpoint& r, const fs::path& dir) {
+  auto named = [&](const std::string& file, const auto& apply) {
+    try {
+      apply();
+    } catch (const Error& e) {
+      throw Error(fmt::format("load_state: {}: {}", (dir / file).string(), e.what()));
+    }
+  };
+  for (size_t i = 0; i < parts.models.size(); ++i)
+    named(numbered_file("model", i),
+          [&] { parts.strategy->load_model_state_dict(*parts.models[i].lock(), r.models[i], true); });
+  for (size_t i = 0; i < parts.optimizers.size(); ++i)
+    named(numbered_file("optimizer", i),
+          [&] { parts.strategy->load_optimizer_state_dict(*parts.optimizers[i].optimizer.lock(), r.optimizers[i]); });
+  named("precision.safetensors", [&] { parts.precision->load_state_dict(r.precision); });
+  for (size_t i = 0; i < parts.objects.size(); ++i)
+    named(fmt::format("custom_checkpoint_{}.safetensors", i), [&] { parts.objects[i].load_state_dict(r.objects[i]); });
+}
+
+// Random streams, loader positions and the accumulation position: checked first, then set (these
+// cannot fail part way).
+void apply_positions(const TrainingParts& parts, const ReadCheckpoint& r, const fs::path& dir) {
+  const fs::path streams_file = dir / random_file(r.streams_rank);
+  std::vector<std::pair<Generator*, GeneratorState>> streams;
+  for (const auto& [name, gen] : random_streams(parts)) streams.emplace_back(gen, stream_of(r.streams, name, streams_file));
+  const auto positions = loader_positions(parts, r.state, dir);
+  const json& acc = r.state.at("accumulation");
+  const bool remapped = r.streams_rank != parts.env->rank();
+  for (auto& [gen, s] : streams) {
+    // A rank the saved run did not have takes another rank's streams, reseeded by its own rank.
+    if (remapped) s = {s.seed ^ (0x9E3779B97F4A7C15ull * static_cast<uint64_t>(parts.env->rank() + 1)), 0};
+    gen->set_state(s);
+  }
+  if (remapped && parts.env->rank() == parts.env->world_size() - 1)
+    std::cout << fmt::format("accel: load_state: the checkpoint was saved by {} ranks; ranks from {} on reseeded "
+                             "their random streams from it deterministically",
+                             r.state.value("world_size", 1), r.state.value("world_size", 1))
+              << std::endl;
+  for (size_t i = 0; i < parts.loaders.size(); ++i) {
+    LoaderProgress& p = *parts.loaders[i].progress;
+    p.epoch = positions[i].first;
+    p.steps_done = positions[i].second;
+    p.resume_epoch = positions[i].first;
+    p.resume_step = positions[i].second;
+  }
+  parts.accumulation->restore({acc.at("micro_step").get<int64_t>(), acc.at("batches_seen").get<uint64_t>(),
+                               acc.at("batches").get<uint64_t>()});
+}
+
+}  // namespace
+
+void load_training_checkpoint(const TrainingParts& parts, const fs::path& dir) {
+  require_complete_checkpoint("load_state", dir);
+  const ReadCheckpoint read = read_checkpoint(parts, dir);
+  NoGradGuard no_grad;
+  const Snapshot before = take_snapshot(parts);
+  try {
+    apply_tensors(parts, read, dir);
+    apply_positions(parts, read, dir);
+  } catch (...) {
+    put_back(parts, before);
+    throw;
+  }
+  parts.precision->weights_changed();
+  barrier(parts);
+}
+
+}  // namespace accel
