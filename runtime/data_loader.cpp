@@ -107,7 +107,7 @@ Batch DataLoader::batch(int64_t step) const {
 
 void DataLoader::set_progress(std::shared_ptr<LoaderProgress> progress) {
   if (!progress) throw Error("DataLoader::set_progress: got a null progress");
-  progress_.ptr = std::move(progress);
+  progress_ = std::move(progress);
 }
 
 DataLoader::Iterator DataLoader::begin() const {

@@ -33,7 +33,7 @@ struct ShardOptions {
 
 // Where a loader is in its epochs. Batches update it as they are produced; a checkpoint saves it; a
 // resume sets resume_epoch/resume_step so that the next pass over that epoch starts where the saved
-// run stopped (once). A copy of a loader starts from the same progress and then moves on its own.
+// run stopped (once). Copies of a loader share it; prepare() gives the prepared loader its own.
 struct LoaderProgress {
   int64_t epoch = 0;
   int64_t steps_done = 0;     // batches of `epoch` produced so far: the latest step + 1
@@ -61,7 +61,7 @@ class DataLoader {
   int64_t epoch() const { return progress_->epoch; }
   // Where it is; the Accelerator gives each loader it prepares a progress of its own, which it saves
   // and restores in checkpoints.
-  const std::shared_ptr<LoaderProgress>& progress() const { return progress_.ptr; }
+  const std::shared_ptr<LoaderProgress>& progress() const { return progress_; }
   void set_progress(std::shared_ptr<LoaderProgress> progress);
   void shard(const ShardOptions& shard);
   const ShardOptions& shard_options() const { return shard_; }
@@ -129,20 +129,9 @@ class DataLoader {
   std::shared_ptr<const Dataset> dataset_;
   DataLoaderOptions options_;
   ShardOptions shard_;
-  // Copied by value with the loader (a handle of its own), so that copies move on independently.
-  struct OwnProgress {
-    std::shared_ptr<LoaderProgress> ptr = std::make_shared<LoaderProgress>();
-    OwnProgress() = default;
-    OwnProgress(const OwnProgress& other) : ptr(std::make_shared<LoaderProgress>(*other.ptr)) {}
-    OwnProgress& operator=(const OwnProgress& other) {
-      ptr = std::make_shared<LoaderProgress>(*other.ptr);
-      return *this;
-    }
-    OwnProgress(OwnProgress&&) noexcept = default;
-    OwnProgress& operator=(OwnProgress&&) noexcept = default;
-    LoaderProgress* operator->() const { return ptr.get(); }
-  };
-  OwnProgress progress_;
+  // Shared by copies: a copy of a prepared loader (assigned to a member, say) is still the loader
+  // whose position the Accelerator saves and restores.
+  std::shared_ptr<LoaderProgress> progress_ = std::make_shared<LoaderProgress>();
   int64_t first_step_ = 0;
   Device device_ = Device::cpu();
   std::shared_ptr<GradientState> gradient_state_;
