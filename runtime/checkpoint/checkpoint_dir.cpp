@@ -52,7 +52,27 @@ std::vector<std::pair<int64_t, fs::path>> numbered(const fs::path& project_dir) 
   return out;
 }
 
+CheckpointStageHook& stage_hook() {
+  static CheckpointStageHook hook;
+  return hook;
+}
+
 }  // namespace
+
+void set_checkpoint_stage_hook(CheckpointStageHook hook) { stage_hook() = std::move(hook); }
+
+void checkpoint_stage(const std::string& stage) {
+  if (stage_hook()) stage_hook()(stage);
+}
+
+fs::path replaced_dir(const fs::path& dir) { return dir.parent_path() / (dir.filename().string() + ".replaced"); }
+
+fs::path resolve_checkpoint(const char* op, const fs::path& dir) {
+  std::error_code ec;
+  if (!fs::exists(dir, ec) && is_complete_checkpoint(replaced_dir(dir))) return replaced_dir(dir);
+  require_complete_checkpoint(op, dir);
+  return dir;
+}
 
 bool is_complete_checkpoint(const fs::path& dir) {
   std::error_code ec;
@@ -88,16 +108,23 @@ void write_synced(const fs::path& path, const std::string& text) {
 void commit_checkpoint(const fs::path& staging, const fs::path& dir) {
   write_synced(staging / kCheckpointMarker, "complete\n");
   fsync_path(staging, O_RDONLY | O_DIRECTORY);
+  checkpoint_stage("marker written");
   std::error_code ec;
   fs::path aside;
   if (fs::exists(dir, ec)) {
-    aside = dir.parent_path() / (dir.filename().string() + ".replaced");
+    aside = replaced_dir(dir);
     fs::remove_all(aside, ec);
     fs::rename(dir, aside);
+    checkpoint_stage("old checkpoint moved aside");
   }
   fs::rename(staging, dir);
+  checkpoint_stage("renamed into place");
   fsync_path(dir.parent_path().empty() ? fs::path(".") : dir.parent_path(), O_RDONLY | O_DIRECTORY);
-  if (!aside.empty()) fs::remove_all(aside, ec);
+  checkpoint_stage("parent synced");
+  if (!aside.empty()) {
+    fs::remove_all(aside, ec);
+    checkpoint_stage("old checkpoint deleted");
+  }
 }
 
 fs::path checkpoints_root(const fs::path& project_dir) { return project_dir / "checkpoints"; }

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <filesystem>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -27,6 +28,21 @@ void write_synced(const fs::path& path, const std::string& text);
 // Writes the marker into staging, renames staging to dir and fsyncs dir's parent. An existing dir is
 // moved aside first and deleted once the new one is in place.
 void commit_checkpoint(const fs::path& staging, const fs::path& dir);
+
+// Where a checkpoint that was being replaced in place went, until its successor is committed. load_state
+// takes it when dir itself is missing (a save that died between moving the old one aside and renaming
+// the new one in).
+fs::path replaced_dir(const fs::path& dir);
+// dir if it is complete, else its replaced_dir() if that is; otherwise throws as
+// require_complete_checkpoint.
+fs::path resolve_checkpoint(const char* op, const fs::path& dir);
+
+// Called with the name of each step of a save as the save reaches it ("wrote model.safetensors",
+// "renamed into place", ...): for tests that stop a save at every moment, or for progress reports.
+// Process-wide; none by default.
+using CheckpointStageHook = std::function<void(const std::string& stage)>;
+void set_checkpoint_stage_hook(CheckpointStageHook hook);
+void checkpoint_stage(const std::string& stage);
 
 // Automatic naming under root (a ProjectConfiguration's project_dir).
 fs::path checkpoints_root(const fs::path& project_dir);

@@ -40,6 +40,14 @@ std::string numbered_file(const char* stem, size_t i) {
 
 std::string random_file(int rank) { return fmt::format("random_states_{}.safetensors", rank); }
 
+// save_safetensors into the staging directory, with a stage before and after.
+void write_tensors(const fs::path& staging, const std::string& name, const nn::StateDict& state,
+                   const SafetensorsMetadata& metadata = {}) {
+  checkpoint_stage("writing " + name);
+  save_safetensors((staging / name).string(), state, metadata);
+  checkpoint_stage("wrote " + name);
+}
+
 void barrier(const TrainingParts& parts) {
   if (Communicator* comm = parts.env->comm()) comm->barrier();
 }
@@ -100,19 +108,20 @@ void write_replicated(const TrainingParts& parts, const fs::path& staging) {
   const bool main = is_main(parts);
   for (size_t i = 0; i < parts.models.size(); ++i) {
     const nn::StateDict state = parts.strategy->model_state_dict(*alive(parts.models[i], "model", i));
-    if (main) save_safetensors((staging / numbered_file("model", i)).string(), state, {{"format", "pt"}});
+    if (main) write_tensors(staging, numbered_file("model", i), state, {{"format", "pt"}});
   }
   for (size_t i = 0; i < parts.optimizers.size(); ++i) {
     const PreparedOptimizer& o = parts.optimizers[i];
     const optim::StateDict state = parts.strategy->optimizer_state_dict(*alive(o.optimizer, "optimizer", i));
-    if (main) save_safetensors((staging / numbered_file("optimizer", i)).string(), name_optimizer_state(state, o.names));
+    if (main) write_tensors(staging, numbered_file("optimizer", i), name_optimizer_state(state, o.names));
   }
   if (!main) return;
   const optim::StateDict precision = parts.precision->state_dict();
-  if (!precision.empty()) save_safetensors((staging / "precision.safetensors").string(), precision);
+  if (!precision.empty()) write_tensors(staging, "precision.safetensors", precision);
   for (size_t i = 0; i < parts.objects.size(); ++i)
-    save_safetensors((staging / fmt::format("custom_checkpoint_{}.safetensors", i)).string(), parts.objects[i].state_dict());
+    write_tensors(staging, fmt::format("custom_checkpoint_{}.safetensors", i), parts.objects[i].state_dict());
   write_synced(staging / kStateFile, small_state(parts).dump(2) + "\n");
+  checkpoint_stage(std::string("wrote ") + kStateFile);
 }
 
 }  // namespace
@@ -126,15 +135,18 @@ void save_training_checkpoint(const TrainingParts& parts, const fs::path& dir) {
     std::error_code ec;
     fs::remove_all(staging, ec);
     fs::create_directories(staging);
+    checkpoint_stage("staging directory created");
   }
   barrier(parts);
   write_replicated(parts, staging);
   nn::StateDict streams;
   for (const auto& [name, gen] : random_streams(parts)) add_stream(streams, name, gen->state());
-  save_safetensors((staging / random_file(parts.env->rank())).string(), streams);
+  write_tensors(staging, random_file(parts.env->rank()), streams);
   barrier(parts);  // every rank's files are on the disk
+  checkpoint_stage("every rank's files written");
   if (is_main(parts)) commit_checkpoint(staging, dir);
   barrier(parts);
+  checkpoint_stage("committed");
 }
 
 namespace {
@@ -305,8 +317,8 @@ void apply_positions(const TrainingParts& parts, const ReadCheckpoint& r, const 
 
 }  // namespace
 
-void load_training_checkpoint(const TrainingParts& parts, const fs::path& dir) {
-  require_complete_checkpoint("load_state", dir);
+void load_training_checkpoint(const TrainingParts& parts, const fs::path& requested) {
+  const fs::path dir = resolve_checkpoint("load_state", requested);
   const ReadCheckpoint read = read_checkpoint(parts, dir);
   NoGradGuard no_grad;
   const Snapshot before = take_snapshot(parts);
