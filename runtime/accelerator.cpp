@@ -38,7 +38,15 @@ Accelerator::Accelerator(AcceleratorOptions options)
   if (options.print_settings && is_main_process()) print_settings();
 }
 
-Accelerator::~Accelerator() = default;
+Accelerator::~Accelerator() {
+  try {
+    wait_for_pending_save();
+  } catch (const std::exception& e) {
+    // A destructor cannot throw: say which save was lost.
+    std::cerr << fmt::format("accel: rank {}: a background save_state failed: {}", process_index(), e.what())
+              << std::endl;
+  }
+}
 
 void Accelerator::print_settings() const {
   std::cout << fmt::format("accel: {} process(es), device {}, {}", num_processes(), device().str(),
@@ -172,7 +180,8 @@ void Accelerator::save_model(const nn::Module& model, const std::string& dir) {
   wait_for_everyone();
 }
 
-std::string Accelerator::save_state(const std::string& dir) {
+std::string Accelerator::save_state(const std::string& dir, const SaveStateOptions& options) {
+  wait_for_pending_save();
   std::filesystem::path target = dir;
   if (dir.empty()) {
     if (!project_.automatic_checkpoint_naming || project_.project_dir.empty())
@@ -180,13 +189,30 @@ std::string Accelerator::save_state(const std::string& dir) {
                   "project_dir and automatic_checkpoint_naming");
     target = next_checkpoint(project_.project_dir);
   }
-  save_training_checkpoint(parts_, target);
-  if (dir.empty() && is_main_process()) prune_checkpoints(project_.project_dir, project_.total_limit);
-  wait_for_everyone();
+  CheckpointSnapshot snapshot = take_checkpoint_snapshot(parts_, options);
+  const ProjectConfiguration project = project_;
+  const bool prune = dir.empty() && is_main_process();
+  auto write = [snapshot = std::move(snapshot), target, project, prune](Communicator* comm) {
+    write_checkpoint(snapshot, target, comm);
+    if (prune) prune_checkpoints(project.project_dir, project.total_limit);
+    if (comm) comm->barrier();
+  };
+  if (!options.async) {
+    write(env_->comm());
+    return target.string();
+  }
+  // The writer thread's barriers travel on a communicator of their own, apart from training's.
+  if (env_->comm() && !checkpoint_comm_) checkpoint_comm_ = env_->comm()->dup();
+  pending_save_ = std::async(std::launch::async, [write = std::move(write), comm = checkpoint_comm_] { write(comm.get()); });
   return target.string();
 }
 
+void Accelerator::wait_for_pending_save() {
+  if (pending_save_.valid()) pending_save_.get();  // rethrows a failed write
+}
+
 std::string Accelerator::load_state(const std::string& dir) {
+  wait_for_pending_save();
   std::filesystem::path source = dir;
   if (dir.empty() || dir == "latest") {
     if (project_.project_dir.empty())

@@ -10,6 +10,7 @@
 #include <optional>
 #include <sstream>
 #include <string>
+#include <future>
 #include <tuple>
 #include <typeinfo>
 #include <type_traits>
@@ -183,8 +184,10 @@ class Accelerator {
   // save_state writes every prepared model, optimizer and loader position, the precision's state, the
   // registered objects and every rank's random streams into dir, whole or not at all, and returns dir.
   // With dir empty it needs ProjectConfiguration's automatic naming: project_dir/checkpoints/
-  // checkpoint_<n>, keeping the newest total_limit of them.
-  std::string save_state(const std::string& dir = "");
+  // checkpoint_<n>, keeping the newest total_limit of them. With {.async = true} it returns once the
+  // state is copied to host memory and writes it in the background; the next save or load, or the
+  // Accelerator's end, waits for that write (and rethrows its error).
+  std::string save_state(const std::string& dir = "", const SaveStateOptions& options = {});
   // Restores a save_state of the same prepared objects (prepare them, then load). dir empty or
   // "latest": the newest complete automatic checkpoint. A prepared loader then continues its epoch at
   // the first sample the saved run had not seen. Returns the directory loaded.
@@ -252,6 +255,10 @@ class Accelerator {
   bool split_batches_ = false;
   ProjectConfiguration project_;
   TrainingParts parts_;  // what checkpoints hold; the pointers are to the members above
+  // An async save: its own communicator for the writer thread's barriers, and the write itself.
+  std::shared_ptr<Communicator> checkpoint_comm_;
+  std::future<void> pending_save_;
+  void wait_for_pending_save();
 };
 
 }  // namespace accel

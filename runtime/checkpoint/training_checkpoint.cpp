@@ -10,6 +10,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <bit>
 #include <fstream>
 #include <iostream>
@@ -103,49 +104,108 @@ json small_state(const TrainingParts& parts) {
             {"batches", p.batches}}}};
 }
 
-// The states that rank 0 writes, gathered on every rank (a sharded strategy's gather is collective).
-void write_replicated(const TrainingParts& parts, const fs::path& staging) {
-  const bool main = is_main(parts);
-  for (size_t i = 0; i < parts.models.size(); ++i) {
-    const nn::StateDict state = parts.strategy->model_state_dict(*alive(parts.models[i], "model", i));
-    if (main) write_tensors(staging, numbered_file("model", i), state, {{"format", "pt"}});
+// A host copy that the caller's later steps cannot change (for a save written in the background).
+nn::StateDict host_copy(const nn::StateDict& state) {
+  nn::StateDict out;
+  for (const auto& [name, t] : state) out.emplace_back(name, nograd::to_device(nograd::clone(t), Device::cpu()));
+  return out;
+}
+
+int64_t state_bytes(const nn::StateDict& state) {
+  int64_t bytes = 0;
+  for (const auto& [name, t] : state) bytes += static_cast<int64_t>(t.nbytes());
+  return bytes;
+}
+
+// A model's state as one file, or beyond max_shard_bytes as Hugging Face's shards and index:
+// <stem>-00001-of-0000N.safetensors and <stem>.safetensors.index.json.
+void add_model_files(CheckpointSnapshot& snap, const std::string& stem, nn::StateDict state, int64_t max_shard_bytes) {
+  const SafetensorsMetadata pt{{"format", "pt"}};
+  if (state_bytes(state) <= max_shard_bytes) {
+    snap.tensor_files.push_back({stem + ".safetensors", std::move(state), pt});
+    return;
   }
-  for (size_t i = 0; i < parts.optimizers.size(); ++i) {
-    const PreparedOptimizer& o = parts.optimizers[i];
-    const optim::StateDict state = parts.strategy->optimizer_state_dict(*alive(o.optimizer, "optimizer", i));
-    if (main) write_tensors(staging, numbered_file("optimizer", i), name_optimizer_state(state, o.names));
+  std::vector<nn::StateDict> shards(1);
+  int64_t in_shard = 0;
+  for (auto& entry : state) {
+    const auto bytes = static_cast<int64_t>(entry.second.nbytes());
+    if (!shards.back().empty() && in_shard + bytes > max_shard_bytes) {
+      shards.emplace_back();
+      in_shard = 0;
+    }
+    shards.back().push_back(std::move(entry));
+    in_shard += bytes;
   }
-  if (!main) return;
-  const optim::StateDict precision = parts.precision->state_dict();
-  if (!precision.empty()) write_tensors(staging, "precision.safetensors", precision);
-  for (size_t i = 0; i < parts.objects.size(); ++i)
-    write_tensors(staging, fmt::format("custom_checkpoint_{}.safetensors", i), parts.objects[i].state_dict());
-  write_synced(staging / kStateFile, small_state(parts).dump(2) + "\n");
-  checkpoint_stage(std::string("wrote ") + kStateFile);
+  json weight_map = json::object();
+  int64_t total = 0;
+  for (size_t k = 0; k < shards.size(); ++k) {
+    const std::string file = fmt::format("{}-{:05d}-of-{:05d}.safetensors", stem, k + 1, shards.size());
+    for (const auto& [name, t] : shards[k]) {
+      weight_map[name] = file;
+      total += static_cast<int64_t>(t.nbytes());
+    }
+    snap.tensor_files.push_back({file, std::move(shards[k]), pt});
+  }
+  snap.text_files.emplace_back(stem + ".safetensors.index.json",
+                               json{{"metadata", {{"total_size", total}}}, {"weight_map", weight_map}}.dump(2) + "\n");
 }
 
 }  // namespace
 
-void save_training_checkpoint(const TrainingParts& parts, const fs::path& dir) {
+CheckpointSnapshot take_checkpoint_snapshot(const TrainingParts& parts, const SaveStateOptions& options) {
   if (!parts.accumulation->may_clear_grads())
     throw Error("save_state: called inside an accumulation window, whose accumulated grads a checkpoint does not "
                 "hold; save after the optimizer step that ends the window");
+  if (options.max_shard_bytes <= 0)
+    throw Error(fmt::format("save_state: max_shard_bytes must be > 0, got {}", options.max_shard_bytes));
+  auto keep = [&](nn::StateDict state) { return options.async ? host_copy(state) : state; };
+  CheckpointSnapshot snap;
+  snap.rank = parts.env->rank();
+  const bool main = is_main(parts);
+  // Gathered on every rank (a sharded strategy's gather is collective); rank 0 writes them.
+  for (size_t i = 0; i < parts.models.size(); ++i) {
+    nn::StateDict state = parts.strategy->model_state_dict(*alive(parts.models[i], "model", i));
+    if (main) add_model_files(snap, i == 0 ? "model" : fmt::format("model_{}", i), keep(std::move(state)), options.max_shard_bytes);
+  }
+  for (size_t i = 0; i < parts.optimizers.size(); ++i) {
+    const PreparedOptimizer& o = parts.optimizers[i];
+    const optim::StateDict state = parts.strategy->optimizer_state_dict(*alive(o.optimizer, "optimizer", i));
+    if (main) snap.tensor_files.push_back({numbered_file("optimizer", i), keep(name_optimizer_state(state, o.names)), {}});
+  }
+  if (main) {
+    const optim::StateDict precision = parts.precision->state_dict();
+    if (!precision.empty()) snap.tensor_files.push_back({"precision.safetensors", keep(precision), {}});
+    for (size_t i = 0; i < parts.objects.size(); ++i)
+      snap.tensor_files.push_back({fmt::format("custom_checkpoint_{}.safetensors", i), keep(parts.objects[i].state_dict()), {}});
+    snap.text_files.emplace_back(kStateFile, small_state(parts).dump(2) + "\n");
+  }
+  nn::StateDict streams;
+  for (const auto& [name, gen] : random_streams(parts)) add_stream(streams, name, gen->state());
+  snap.tensor_files.push_back({random_file(snap.rank), std::move(streams), {}});
+  return snap;
+}
+
+void write_checkpoint(const CheckpointSnapshot& snap, const fs::path& dir, Communicator* comm) {
+  auto barrier = [comm] {
+    if (comm) comm->barrier();
+  };
   const fs::path staging = staging_dir(dir);
-  if (is_main(parts)) {
+  if (snap.rank == 0) {
     std::error_code ec;
     fs::remove_all(staging, ec);
     fs::create_directories(staging);
     checkpoint_stage("staging directory created");
   }
-  barrier(parts);
-  write_replicated(parts, staging);
-  nn::StateDict streams;
-  for (const auto& [name, gen] : random_streams(parts)) add_stream(streams, name, gen->state());
-  write_tensors(staging, random_file(parts.env->rank()), streams);
-  barrier(parts);  // every rank's files are on the disk
+  barrier();
+  for (const CheckpointSnapshot::TensorFile& f : snap.tensor_files) write_tensors(staging, f.name, f.tensors, f.metadata);
+  for (const auto& [name, text] : snap.text_files) {
+    write_synced(staging / name, text);
+    checkpoint_stage("wrote " + name);
+  }
+  barrier();  // every rank's files are on the disk
   checkpoint_stage("every rank's files written");
-  if (is_main(parts)) commit_checkpoint(staging, dir);
-  barrier(parts);
+  if (snap.rank == 0) commit_checkpoint(staging, dir);
+  barrier();
   checkpoint_stage("committed");
 }
 
@@ -161,6 +221,26 @@ struct ReadCheckpoint {
 };
 
 nn::StateDict read_tensors(const fs::path& file) { return load_safetensors(file.string()).tensors; }
+
+// A model's state: <stem>.safetensors, or the shards that <stem>.safetensors.index.json names.
+nn::StateDict read_model(const fs::path& dir, const std::string& stem) {
+  const fs::path whole = dir / (stem + ".safetensors"), index = dir / (stem + ".safetensors.index.json");
+  if (fs::exists(whole) || !fs::exists(index)) return read_tensors(whole);
+  json map;
+  try {
+    std::ifstream in(index);
+    map = json::parse(in).at("weight_map");
+  } catch (const std::exception& e) {
+    throw Error(fmt::format("load_state: {}: {}", index.string(), e.what()));
+  }
+  std::vector<std::string> files;
+  for (const auto& [name, file] : map.items())
+    if (std::find(files.begin(), files.end(), file.get<std::string>()) == files.end()) files.push_back(file);
+  nn::StateDict state;
+  for (const std::string& file : files)
+    for (auto& entry : read_tensors(dir / file)) state.push_back(std::move(entry));
+  return state;
+}
 
 json read_state(const fs::path& dir) {
   const fs::path file = dir / kStateFile;
@@ -195,7 +275,8 @@ ReadCheckpoint read_checkpoint(const TrainingParts& parts, const fs::path& dir) 
   check_count(r.state, "optimizers", parts.optimizers.size(), dir);
   check_count(r.state, "objects", parts.objects.size(), dir);
   check_count(r.state, "generators", parts.generators.size(), dir);
-  for (size_t i = 0; i < parts.models.size(); ++i) r.models.push_back(read_tensors(dir / numbered_file("model", i)));
+  for (size_t i = 0; i < parts.models.size(); ++i)
+    r.models.push_back(read_model(dir, i == 0 ? "model" : fmt::format("model_{}", i)));
   for (size_t i = 0; i < parts.optimizers.size(); ++i) {
     const fs::path file = dir / numbered_file("optimizer", i);
     r.optimizers.push_back(index_optimizer_state(read_tensors(file), parts.optimizers[i].names, file.string()));

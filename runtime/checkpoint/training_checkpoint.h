@@ -17,6 +17,7 @@
 #include "runtime/environment.h"
 #include "runtime/gradient_accumulation.h"
 #include "runtime/precision/precision.h"
+#include "runtime/safetensors.h"
 #include "runtime/strategy/strategy.h"
 #include "tensor/generator.h"
 
@@ -55,9 +56,33 @@ struct TrainingParts {
   std::vector<Generator*> generators;
 };
 
-// Collective: every rank calls it. Rank 0 writes what is replicated, each rank its random streams;
-// the directory appears whole (checkpoint_dir.h) or not at all.
-void save_training_checkpoint(const TrainingParts& parts, const std::filesystem::path& dir);
+struct SaveStateOptions {
+  // Copy the state to host memory, return, and write it on a background thread; the next save, or
+  // the Accelerator's end, waits for it.
+  bool async = false;
+  // A model whose state is larger is written as Hugging Face's shards, model-00001-of-0000N.safetensors
+  // with model.safetensors.index.json.
+  int64_t max_shard_bytes = int64_t{10} << 30;
+};
+
+// What one rank writes into a checkpoint: taken at once, written later (now, or in the background).
+struct CheckpointSnapshot {
+  struct TensorFile {
+    std::string name;
+    nn::StateDict tensors;
+    SafetensorsMetadata metadata;
+  };
+  int rank = 0;
+  std::vector<TensorFile> tensor_files;                        // safetensors files
+  std::vector<std::pair<std::string, std::string>> text_files;  // JSON files (rank 0)
+};
+
+// Collective: every rank calls it (a sharded strategy gathers here). Rank 0 takes what is
+// replicated, each rank its random streams; with options.async the tensors are host copies.
+CheckpointSnapshot take_checkpoint_snapshot(const TrainingParts& parts, const SaveStateOptions& options);
+// Collective over comm (null with one process): the directory appears whole (checkpoint_dir.h) or not
+// at all. May run on another thread than the snapshot, with a communicator of its own.
+void write_checkpoint(const CheckpointSnapshot& snapshot, const std::filesystem::path& dir, Communicator* comm);
 // Collective. Reads and checks everything first; if anything does not fit, throws an accel::Error
 // naming the file and the key, and what was already applied is put back, so nothing is half-loaded.
 void load_training_checkpoint(const TrainingParts& parts, const std::filesystem::path& dir);

@@ -42,6 +42,8 @@ struct Spec {
   std::string mixed_precision = "no";
   int accumulation = 1;
   int64_t inject_inf_at = -1;  // a step whose grads get an inf on the last rank (fp16: skipped)
+  bool async = false;          // save in the background, and train on while it writes
+  int64_t max_shard_bytes = int64_t{10} << 30;
 };
 
 // What a run leaves behind to compare.
@@ -108,7 +110,22 @@ Trace run(const Spec& spec, int64_t from, int64_t until, const std::string& save
       if (++step == until) break;  // before the loader produces another batch
     }
   }
-  if (!save_dir.empty()) accelerator.save_state(save_dir);
+  if (!save_dir.empty()) {
+    accelerator.save_state(save_dir, {.async = spec.async, .max_shard_bytes = spec.max_shard_bytes});
+    Trace saved = trace;
+    saved.weights = weights_of(*net);
+    saved.optimizer_state = flat(opt->state_dict());
+    saved.loss_scale = accelerator.loss_scaler() ? accelerator.loss_scaler()->scale() : 0;
+    if (spec.async) {
+      // Steps taken while the save writes must not reach it: it holds step `until`'s state.
+      for (int i = 0; i < 3; ++i) {
+        opt->zero_grad();
+        accelerator.backward(nn::mse_loss((*net)(ones({4, 8})), zeros({4, 4})));
+        opt->step();
+      }
+    }
+    return saved;
+  }
   trace.weights = weights_of(*net);
   trace.optimizer_state = flat(opt->state_dict());
   trace.loss_scale = accelerator.loss_scaler() ? accelerator.loss_scaler()->scale() : 0;
@@ -119,6 +136,11 @@ void check_exact_resume(const Spec& spec, int64_t k) {
   const std::string root = shared_temp_dir();
   const Trace whole = run(spec, 0, 2 * k, "", "", 1);
   const Trace first = run(spec, 0, k, root + "/ckpt", "", 1);
+  if (spec.max_shard_bytes < 1024) {  // 512, 64, 256 + 16 bytes: three shards of at most 300
+    CHECK_FALSE(fs::exists(root + "/ckpt/model.safetensors"));
+    CHECK(fs::exists(root + "/ckpt/model.safetensors.index.json"));
+    CHECK(fs::exists(root + "/ckpt/model-00003-of-00003.safetensors"));
+  }
   const Trace second = run(spec, k, 2 * k, "", root + "/ckpt", 77);  // other init: the checkpoint wins
   REQUIRE(whole.losses.size() == static_cast<size_t>(2 * k));
   std::vector<double> resumed = first.losses;
@@ -151,6 +173,14 @@ TEST_CASE("exact resume: fp16 after a skipped step keeps its halved loss scale")
 
 TEST_CASE("exact resume: gradient accumulation saved at a window boundary") {
   check_exact_resume({.accumulation = 2}, 8);
+}
+
+TEST_CASE("exact resume: an async save holds the state of its step while training goes on") {
+  check_exact_resume({.async = true}, 7);
+}
+
+TEST_CASE("exact resume: a model beyond max_shard_bytes is written as Hugging Face shards with an index") {
+  check_exact_resume({.max_shard_bytes = 300}, 5);
 }
 
 TEST_CASE("save_state refuses the middle of an accumulation window") {
