@@ -40,7 +40,7 @@ Accelerator::Accelerator(AcceleratorOptions options)
 
 Accelerator::~Accelerator() {
   try {
-    wait_for_pending_save();
+    wait_for_save();
   } catch (const std::exception& e) {
     // A destructor cannot throw: say which save was lost.
     std::cerr << fmt::format("accel: rank {}: a background save_state failed: {}", process_index(), e.what())
@@ -181,7 +181,7 @@ void Accelerator::save_model(const nn::Module& model, const std::string& dir) {
 }
 
 std::string Accelerator::save_state(const std::string& dir, const SaveStateOptions& options) {
-  wait_for_pending_save();
+  wait_for_save();
   std::filesystem::path target = dir;
   if (dir.empty()) {
     if (!project_.automatic_checkpoint_naming || project_.project_dir.empty())
@@ -189,11 +189,12 @@ std::string Accelerator::save_state(const std::string& dir, const SaveStateOptio
                   "project_dir and automatic_checkpoint_naming");
     target = next_checkpoint(project_.project_dir);
   }
-  CheckpointSnapshot snapshot = take_checkpoint_snapshot(parts_, options);
+  auto snapshot = std::make_shared<const CheckpointSnapshot>(
+      take_checkpoint_snapshot(parts_, options, options.async ? async_snapshot_.get() : nullptr));
   const ProjectConfiguration project = project_;
   const bool prune = dir.empty() && is_main_process();
-  auto write = [snapshot = std::move(snapshot), target, project, prune](Communicator* comm) {
-    write_checkpoint(snapshot, target, comm);
+  auto write = [snapshot, target, project, prune](Communicator* comm) {
+    write_checkpoint(*snapshot, target, comm);
     if (prune) prune_checkpoints(project.project_dir, project.total_limit);
     if (comm) comm->barrier();
   };
@@ -203,16 +204,17 @@ std::string Accelerator::save_state(const std::string& dir, const SaveStateOptio
   }
   // The writer thread's barriers travel on a communicator of their own, apart from training's.
   if (env_->comm() && !checkpoint_comm_) checkpoint_comm_ = env_->comm()->dup();
-  pending_save_ = std::async(std::launch::async, [write = std::move(write), comm = checkpoint_comm_] { write(comm.get()); });
+  async_snapshot_ = snapshot;
+  pending_save_ = std::async(std::launch::async, [write, comm = checkpoint_comm_] { write(comm.get()); });
   return target.string();
 }
 
-void Accelerator::wait_for_pending_save() {
+void Accelerator::wait_for_save() {
   if (pending_save_.valid()) pending_save_.get();  // rethrows a failed write
 }
 
 std::string Accelerator::load_state(const std::string& dir) {
-  wait_for_pending_save();
+  wait_for_save();
   std::filesystem::path source = dir;
   if (dir.empty() || dir == "latest") {
     if (project_.project_dir.empty())

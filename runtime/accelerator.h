@@ -192,6 +192,8 @@ class Accelerator {
   // "latest": the newest complete automatic checkpoint. A prepared loader then continues its epoch at
   // the first sample the saved run had not seen. Returns the directory loaded.
   std::string load_state(const std::string& dir = "");
+  // Blocks until an async save_state has written its checkpoint, and rethrows its error if it failed.
+  void wait_for_save();
   // Adds an object with state_dict() / load_state_dict(StateDict) (an LRScheduler, ...) to the
   // checkpoints; it must outlive the Accelerator's saves and loads. A Generator's stream is saved per
   // rank.
@@ -258,7 +260,8 @@ class Accelerator {
   // An async save: its own communicator for the writer thread's barriers, and the write itself.
   std::shared_ptr<Communicator> checkpoint_comm_;
   std::future<void> pending_save_;
-  void wait_for_pending_save();
+  // Its snapshot, whose host buffers the next async save copies into once the write is done.
+  std::shared_ptr<const CheckpointSnapshot> async_snapshot_;
 };
 
 }  // namespace accel

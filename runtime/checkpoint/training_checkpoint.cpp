@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <bit>
 #include <fstream>
+#include <map>
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -104,10 +105,31 @@ json small_state(const TrainingParts& parts) {
             {"batches", p.batches}}}};
 }
 
-// A host copy that the caller's later steps cannot change (for a save written in the background).
-nn::StateDict host_copy(const nn::StateDict& state) {
+// The host buffers of an earlier snapshot, by file and tensor name, for the next one to copy into:
+// fresh buffers would page-fault on every first touch, which costs more than the copy itself.
+using BufferPool = std::map<std::pair<std::string, std::string>, Tensor>;
+
+BufferPool pool_of(const CheckpointSnapshot* previous) {
+  BufferPool pool;
+  if (!previous) return pool;
+  for (const CheckpointSnapshot::TensorFile& f : previous->tensor_files)
+    for (const auto& [name, t] : f.tensors) pool.emplace(std::make_pair(f.group, name), t);
+  return pool;
+}
+
+// A host copy that the caller's later steps cannot change (for a save written in the background),
+// in a buffer of the pool where one of the same shape and dtype is there.
+nn::StateDict host_copy(const nn::StateDict& state, const std::string& file, BufferPool& pool) {
   nn::StateDict out;
-  for (const auto& [name, t] : state) out.emplace_back(name, nograd::to_device(nograd::clone(t), Device::cpu()));
+  for (const auto& [name, t] : state) {
+    auto it = pool.find({file, name});
+    if (it != pool.end() && it->second.shape() == t.shape() && it->second.dtype() == t.dtype()) {
+      nograd::copy_(it->second, t);
+      out.emplace_back(name, it->second);
+    } else {
+      out.emplace_back(name, nograd::to_device(nograd::clone(t), Device::cpu()));
+    }
+  }
   return out;
 }
 
@@ -122,7 +144,7 @@ int64_t state_bytes(const nn::StateDict& state) {
 void add_model_files(CheckpointSnapshot& snap, const std::string& stem, nn::StateDict state, int64_t max_shard_bytes) {
   const SafetensorsMetadata pt{{"format", "pt"}};
   if (state_bytes(state) <= max_shard_bytes) {
-    snap.tensor_files.push_back({stem + ".safetensors", std::move(state), pt});
+    snap.tensor_files.push_back({stem + ".safetensors", std::move(state), pt, stem});
     return;
   }
   std::vector<nn::StateDict> shards(1);
@@ -144,7 +166,7 @@ void add_model_files(CheckpointSnapshot& snap, const std::string& stem, nn::Stat
       weight_map[name] = file;
       total += static_cast<int64_t>(t.nbytes());
     }
-    snap.tensor_files.push_back({file, std::move(shards[k]), pt});
+    snap.tensor_files.push_back({file, std::move(shards[k]), pt, stem});
   }
   snap.text_files.emplace_back(stem + ".safetensors.index.json",
                                json{{"metadata", {{"total_size", total}}}, {"weight_map", weight_map}}.dump(2) + "\n");
@@ -152,36 +174,46 @@ void add_model_files(CheckpointSnapshot& snap, const std::string& stem, nn::Stat
 
 }  // namespace
 
-CheckpointSnapshot take_checkpoint_snapshot(const TrainingParts& parts, const SaveStateOptions& options) {
+CheckpointSnapshot take_checkpoint_snapshot(const TrainingParts& parts, const SaveStateOptions& options,
+                                            const CheckpointSnapshot* previous) {
   if (!parts.accumulation->may_clear_grads())
     throw Error("save_state: called inside an accumulation window, whose accumulated grads a checkpoint does not "
                 "hold; save after the optimizer step that ends the window");
   if (options.max_shard_bytes <= 0)
     throw Error(fmt::format("save_state: max_shard_bytes must be > 0, got {}", options.max_shard_bytes));
-  auto keep = [&](nn::StateDict state) { return options.async ? host_copy(state) : state; };
+  BufferPool pool = options.async ? pool_of(previous) : BufferPool{};
+  auto keep = [&](nn::StateDict state, const std::string& file) {
+    return options.async ? host_copy(state, file, pool) : state;
+  };
   CheckpointSnapshot snap;
   snap.rank = parts.env->rank();
   const bool main = is_main(parts);
   // Gathered on every rank (a sharded strategy's gather is collective); rank 0 writes them.
   for (size_t i = 0; i < parts.models.size(); ++i) {
     nn::StateDict state = parts.strategy->model_state_dict(*alive(parts.models[i], "model", i));
-    if (main) add_model_files(snap, i == 0 ? "model" : fmt::format("model_{}", i), keep(std::move(state)), options.max_shard_bytes);
+    const std::string stem = i == 0 ? "model" : fmt::format("model_{}", i);
+    if (main) add_model_files(snap, stem, keep(std::move(state), stem), options.max_shard_bytes);
   }
   for (size_t i = 0; i < parts.optimizers.size(); ++i) {
     const PreparedOptimizer& o = parts.optimizers[i];
     const optim::StateDict state = parts.strategy->optimizer_state_dict(*alive(o.optimizer, "optimizer", i));
-    if (main) snap.tensor_files.push_back({numbered_file("optimizer", i), keep(name_optimizer_state(state, o.names)), {}});
+    const std::string file = numbered_file("optimizer", i);
+    if (main) snap.tensor_files.push_back({file, keep(name_optimizer_state(state, o.names), file), {}, file});
   }
   if (main) {
     const optim::StateDict precision = parts.precision->state_dict();
-    if (!precision.empty()) snap.tensor_files.push_back({"precision.safetensors", keep(precision), {}});
-    for (size_t i = 0; i < parts.objects.size(); ++i)
-      snap.tensor_files.push_back({fmt::format("custom_checkpoint_{}.safetensors", i), keep(parts.objects[i].state_dict()), {}});
+    const std::string precision_file = "precision.safetensors";
+    if (!precision.empty())
+      snap.tensor_files.push_back({precision_file, keep(precision, precision_file), {}, precision_file});
+    for (size_t i = 0; i < parts.objects.size(); ++i) {
+      const std::string file = fmt::format("custom_checkpoint_{}.safetensors", i);
+      snap.tensor_files.push_back({file, keep(parts.objects[i].state_dict(), file), {}, file});
+    }
     snap.text_files.emplace_back(kStateFile, small_state(parts).dump(2) + "\n");
   }
   nn::StateDict streams;
   for (const auto& [name, gen] : random_streams(parts)) add_stream(streams, name, gen->state());
-  snap.tensor_files.push_back({random_file(snap.rank), std::move(streams), {}});
+  snap.tensor_files.push_back({random_file(snap.rank), std::move(streams), {}, random_file(snap.rank)});
   return snap;
 }
 

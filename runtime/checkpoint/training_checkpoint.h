@@ -71,6 +71,7 @@ struct CheckpointSnapshot {
     std::string name;
     nn::StateDict tensors;
     SafetensorsMetadata metadata;
+    std::string group;  // what it holds ("model", "optimizer.safetensors", ...): its shards share one
   };
   int rank = 0;
   std::vector<TensorFile> tensor_files;                        // safetensors files
@@ -78,8 +79,10 @@ struct CheckpointSnapshot {
 };
 
 // Collective: every rank calls it (a sharded strategy gathers here). Rank 0 takes what is
-// replicated, each rank its random streams; with options.async the tensors are host copies.
-CheckpointSnapshot take_checkpoint_snapshot(const TrainingParts& parts, const SaveStateOptions& options);
+// replicated, each rank its random streams; with options.async the tensors are host copies, made in
+// previous's buffers where they fit (an async save's snapshot, written by now).
+CheckpointSnapshot take_checkpoint_snapshot(const TrainingParts& parts, const SaveStateOptions& options,
+                                            const CheckpointSnapshot* previous = nullptr);
 // Collective over comm (null with one process): the directory appears whole (checkpoint_dir.h) or not
 // at all. May run on another thread than the snapshot, with a communicator of its own.
 void write_checkpoint(const CheckpointSnapshot& snapshot, const std::filesystem::path& dir, Communicator* comm);
