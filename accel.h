@@ -43,6 +43,7 @@
 #include "runtime/data_loader.h"
 #include "runtime/dataset.h"
 #include "runtime/checkpoint_io.h"
+#include "runtime/checkpoint/preemption.h"
 #include "runtime/precision/fp16_precision.h"
 #include "runtime/precision/half_precision.h"
 #include "runtime/precision/loss_scaler.h"

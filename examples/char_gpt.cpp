@@ -14,6 +14,8 @@
 
 #include <accel.h>
 
+#include "checkpoint_flags.h"
+
 using namespace accel;
 
 namespace {
@@ -132,10 +134,14 @@ int main(int argc, char** argv) {
   app.add_option("--heads", config.n_head, "Attention heads")->capture_default_str();
   app.add_option("--embd", config.n_embd, "Embedding width")->capture_default_str();
   app.add_option("--sample-length", sample_length, "Characters to sample at the end")->capture_default_str();
+  CheckpointFlags checkpoints;
+  checkpoints.add_to(app);
   CLI11_PARSE(app, argc, argv);
 
   try {
-    Accelerator accelerator;
+    AcceleratorOptions options;
+    options.project_configuration = checkpoints.project();
+    Accelerator accelerator(options);
     const std::string text = read_sources(data_dirs);
     std::vector<char> vocab(text.begin(), text.end());
     std::sort(vocab.begin(), vocab.end());
@@ -160,11 +166,14 @@ int main(int argc, char** argv) {
     optim::LRScheduler schedule = optim::LRScheduler::cosine(*optimizer, steps / 10, steps, lr / 10);
     DataLoader loader(train, {.batch_size = batch_size, .shuffle = true, .seed = seed, .drop_last = true});
     auto [net, opt, data] = accelerator.prepare(model, optimizer, loader);
+    accelerator.register_for_checkpointing(schedule);
+    checkpoints.resume(accelerator);
 
-    int64_t step = 0, epoch = 0;
+    int64_t step = accelerator.completed_steps(), epoch = data.epoch();
     double recent = 0;
     // Wall time of the training steps alone (data loading included, evaluation and sampling not).
     const auto train_start = std::chrono::steady_clock::now();
+    const int64_t first_step = step;
     while (step < steps) {
       data.set_epoch(epoch++);
       for (const Batch& batch : data) {
@@ -178,14 +187,17 @@ int main(int argc, char** argv) {
         accelerator.backward(loss);
         opt->step();
         schedule.step();
-        recent = step == 0 ? loss.item() : 0.9 * recent + 0.1 * loss.item();
+        recent = recent == 0 ? loss.item() : 0.9 * recent + 0.1 * loss.item();
         ++step;
+        if (accelerator.should_stop()) return kPreemptedExitStatus;  // a SIGTERM: saved, stop
+        if (checkpoints.save_after_step(step)) accelerator.save_state();
         if ((step - 1) % 50 == 0 || step == steps) {
           const std::chrono::duration<double, std::milli> ms = std::chrono::steady_clock::now() - train_start;
           accelerator.print(fmt::format("step {:4d}  loss {:.4f}  lr {:.2e}  {:.1f} ms/step", step - 1, recent,
-                                        opt->lr(), ms.count() / static_cast<double>(step)));
+                                        opt->lr(), ms.count() / static_cast<double>(step - first_step)));
         }
       }
+      if (checkpoints.save_after_epoch()) accelerator.save_state();
     }
     const double held_out_loss = mean_loss(*net, held_out, batch_size, accelerator);
     accelerator.print(fmt::format("sample:\n{}\n", sample(*net, vocab, sample_length, 0.8, gen, accelerator.device())));

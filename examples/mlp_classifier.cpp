@@ -3,9 +3,12 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include <accel.h>
+
+#include "checkpoint_flags.h"
 
 using namespace accel;
 
@@ -56,10 +59,14 @@ int main(int argc, char** argv) {
   app.add_option("--hidden", hidden, "Hidden width")->capture_default_str();
   app.add_option("--init", init_path, "Initial weights from a safetensors file");
   app.add_option("--save", save_dir, "Write the final weights to DIR/model.safetensors");
+  CheckpointFlags checkpoints;
+  checkpoints.add_to(app);
   CLI11_PARSE(app, argc, argv);
 
   try {
-    Accelerator accelerator;
+    AcceleratorOptions options;
+    options.project_configuration = checkpoints.project();
+    Accelerator accelerator(options);
     Generator gen(seed);
     auto [points, labels] = spirals(per_class, 0.15, gen);
     // A seeded 80/20 split: the same on every process.
@@ -76,8 +83,9 @@ int main(int argc, char** argv) {
     auto optimizer = std::make_shared<optim::AdamW>(model->parameters(), optim::AdamWOptions{.lr = lr, .weight_decay = 1e-4});
     DataLoader loader(train, {.batch_size = batch_size, .shuffle = true, .seed = seed});
     auto [net, opt, data] = accelerator.prepare(model, optimizer, loader);
+    checkpoints.resume(accelerator);
 
-    for (int epoch = 0; epoch < epochs; ++epoch) {
+    for (int64_t epoch = data.epoch(); epoch < epochs; ++epoch) {
       data.set_epoch(epoch);
       double total = 0;
       int64_t steps = 0;
@@ -93,9 +101,13 @@ int main(int argc, char** argv) {
         opt->step();
         total += loss.item();
         ++steps;
+        if (!accelerator.sync_gradients()) continue;  // mid-window: no checkpoint here
+        if (accelerator.should_stop()) return kPreemptedExitStatus;  // a SIGTERM: saved, stop
+        if (checkpoints.save_after_step(accelerator.completed_steps())) accelerator.save_state();
       }
       if (epoch % 10 == 0 || epoch == epochs - 1)
-        accelerator.print(fmt::format("epoch {:3d}  train loss {:.4f}", epoch, total / static_cast<double>(steps)));
+        accelerator.print(fmt::format("epoch {:3d}  train loss {:.4f}", epoch, total / static_cast<double>(std::max<int64_t>(steps, 1))));
+      if (checkpoints.save_after_epoch()) accelerator.save_state();
     }
 
     net->eval();

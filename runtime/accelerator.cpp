@@ -12,10 +12,12 @@
 #include "autograd/functions.h"
 #include "autograd/grad_mode.h"
 #include "runtime/checkpoint/checkpoint_dir.h"
+#include "runtime/checkpoint/preemption.h"
 #include "runtime/precision/make_precision.h"
 #include "runtime/safetensors.h"
 #include "runtime/strategy/data_parallel.h"
 #include "runtime/strategy/make_strategy.h"
+#include "tensor/creation.h"
 #include "tensor/nograd/elementwise.h"
 
 namespace accel {
@@ -35,6 +37,7 @@ Accelerator::Accelerator(AcceleratorOptions options)
   parts_.strategy = strategy_.get();
   parts_.precision = precision_.get();
   parts_.accumulation = &accumulation_;
+  parts_.training_step = training_step_.get();
   if (options.print_settings && is_main_process()) print_settings();
 }
 
@@ -229,6 +232,24 @@ std::string Accelerator::load_state(const std::string& dir) {
   }
   load_training_checkpoint(parts_, source);
   return source.string();
+}
+
+bool Accelerator::should_stop() {
+  listen_for_preemption();
+  if (stopping_) return true;
+  if (!accumulation_.may_clear_grads()) return false;  // every rank is mid-window at the same micro-step
+  // The highest rank+1 that got the signal (0: none), so that the message names one.
+  Tensor signalled = full({1}, preemption_requested() ? process_index() + 1.0 : 0.0, DType::f64);
+  if (env_->comm()) env_->comm()->all_reduce(signalled, ReduceOp::max);
+  const int signalled_rank = static_cast<int>(signalled.item()) - 1;
+  if (signalled_rank < 0) return false;
+  stopping_ = true;
+  const bool save = project_.automatic_checkpoint_naming && !project_.project_dir.empty();
+  const std::string dir = save ? save_state() : "";
+  print(fmt::format("accel: a preemption request (SIGTERM) reached rank {}: every rank stops after step {}{}", signalled_rank,
+                    completed_steps(),
+                    save ? fmt::format(", saved in {}", dir) : " (no ProjectConfiguration: nothing saved)"));
+  return true;
 }
 
 void Accelerator::save(const nn::StateDict& state, const std::string& file) {

@@ -194,6 +194,14 @@ class Accelerator {
   std::string load_state(const std::string& dir = "");
   // Blocks until an async save_state has written its checkpoint, and rethrows its error if it failed.
   void wait_for_save();
+  // Preemption (docs/checkpoints.md): true once a SIGTERM reached any rank since the first call. Call
+  // it on every rank at the same point of each step, after the optimizer step; it costs one small
+  // all-reduce (none inside an accumulation window, where it says false). When it turns true with
+  // ProjectConfiguration's automatic naming, every rank has saved the same step first. Then leave the
+  // loop and return kPreemptedExitStatus from main, which `accel launch` reports as a preemption.
+  bool should_stop();
+  // Optimizer steps taken (window ends), carried by checkpoints: after load_state, the saved run's.
+  int64_t completed_steps() const { return training_step_->completed_steps(); }
   // Adds an object with state_dict() / load_state_dict(StateDict) (an LRScheduler, ...) to the
   // checkpoints; it must outlive the Accelerator's saves and loads. A Generator's stream is saved per
   // rank.
@@ -256,6 +264,7 @@ class Accelerator {
   bool even_batches_ = true;
   bool split_batches_ = false;
   ProjectConfiguration project_;
+  bool stopping_ = false;  // should_stop has said true (and saved)
   TrainingParts parts_;  // what checkpoints hold; the pointers are to the members above
   // An async save: its own communicator for the writer thread's barriers, and the write itself.
   std::shared_ptr<Communicator> checkpoint_comm_;

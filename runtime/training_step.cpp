@@ -16,6 +16,7 @@ void TrainingStep::add(const std::shared_ptr<optim::Optimizer>& optimizer) {
 void TrainingStep::step(optim::Optimizer& optimizer) {
   if (!accumulation_.sync_gradients()) return;  // inside a window: keep accumulating
   accumulation_.grads_used();
+  if (!optimizers_.empty() && optimizers_.front().lock().get() == &optimizer) ++completed_steps_;
   last_step_skipped_ = false;
   const bool found_inf = precision_.unscale_and_check(grads_to_unscale({}));
   if (!precision_.finish_step(found_inf)) {

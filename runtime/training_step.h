@@ -4,6 +4,7 @@
 // the Precision that the masters changed.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <vector>
 
@@ -31,6 +32,10 @@ class TrainingStep final : public optim::StepHook, public std::enable_shared_fro
   std::vector<Tensor> grads_to_unscale(const std::vector<Tensor>& extra) const;
   // Whether the last step() was skipped because some rank's grads overflowed.
   bool last_step_skipped() const { return last_step_skipped_; }
+  // Optimizer steps taken (window ends of the first prepared optimizer, skipped ones included);
+  // checkpoints carry the count.
+  int64_t completed_steps() const { return completed_steps_; }
+  void restore_completed_steps(int64_t steps) { completed_steps_ = steps; }
 
  private:
   GradientAccumulation& accumulation_;
@@ -38,6 +43,7 @@ class TrainingStep final : public optim::StepHook, public std::enable_shared_fro
   Strategy& strategy_;
   std::vector<std::weak_ptr<optim::Optimizer>> optimizers_;
   bool last_step_skipped_ = false;
+  int64_t completed_steps_ = 0;
 };
 
 }  // namespace accel

@@ -98,6 +98,7 @@ json small_state(const TrainingParts& parts) {
           {"objects", parts.objects.size()},
           {"generators", parts.generators.size()},
           {"loaders", loaders},
+          {"completed_steps", parts.training_step->completed_steps()},
           {"accumulation",
            {{"steps", parts.accumulation->steps()},
             {"micro_step", p.micro_step},
@@ -426,6 +427,7 @@ void apply_positions(const TrainingParts& parts, const ReadCheckpoint& r, const 
   }
   parts.accumulation->restore({acc.at("micro_step").get<int64_t>(), acc.at("batches_seen").get<uint64_t>(),
                                acc.at("batches").get<uint64_t>()});
+  parts.training_step->restore_completed_steps(r.state.value("completed_steps", int64_t{0}));
 }
 
 }  // namespace

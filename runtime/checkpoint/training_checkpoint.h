@@ -2,7 +2,7 @@
 // continues bit for bit: every prepared model and optimizer (its state keyed by parameter name), the
 // precision recipe's state (the fp16 loss scale), registered objects (LR schedulers, ...), every random
 // stream of every rank (dropout layers, registered generators), each prepared loader's epoch and
-// position as a global sample count, and the accumulation position. docs/checkpoints.md has the layout.
+// position as a global sample count, the accumulation position and the optimizer step count. docs/checkpoints.md has the layout.
 #pragma once
 
 #include <filesystem>
@@ -19,6 +19,7 @@
 #include "runtime/precision/precision.h"
 #include "runtime/safetensors.h"
 #include "runtime/strategy/strategy.h"
+#include "runtime/training_step.h"
 #include "tensor/generator.h"
 
 namespace accel {
@@ -49,6 +50,7 @@ struct TrainingParts {
   Strategy* strategy = nullptr;
   Precision* precision = nullptr;
   GradientAccumulation* accumulation = nullptr;
+  TrainingStep* training_step = nullptr;
   std::vector<std::weak_ptr<nn::Module>> models;
   std::vector<PreparedOptimizer> optimizers;
   std::vector<PreparedLoader> loaders;

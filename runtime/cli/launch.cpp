@@ -2,9 +2,9 @@
 #include "runtime/cli/launch.h"
 
 #include <fmt/format.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -13,7 +13,9 @@
 #include <iostream>
 
 #include "kernels/error.h"
+#include "runtime/cli/child_process.h"
 #include "runtime/cli/rendezvous.h"
+#include "runtime/checkpoint/preemption.h"
 #include "runtime/process_state.h"
 
 namespace accel {
@@ -170,9 +172,8 @@ int launch_machine_flags(const LaunchRequest& request, const HostFacts& host, bo
       rendezvous.announce_exit(0);
       return 0;
     }
-    const int status = run_command(argv);
+    const int status = run_job(argv, log);
     std::filesystem::remove(hostfile);
-    if (status != 0) log << fmt::format("accel launch: the job failed (mpirun exited with status {})\n", status);
     rendezvous.announce_exit(status);
     return status;
   } catch (const Error& e) {
@@ -184,6 +185,19 @@ int launch_machine_flags(const LaunchRequest& request, const HostFacts& host, bo
 
 }  // namespace
 
+int run_job(const std::vector<std::string>& mpirun_argv, std::ostream& log) {
+  // mpirun answers a SIGTERM by killing the ranks a second later, too soon for a checkpoint; it passes
+  // SIGUSR2 on to every rank instead, whose wrapper turns it back into the SIGTERM the program expects.
+  const int status = run_command(mpirun_argv, {{SIGTERM, SIGUSR2}});
+  if (status == kPreemptedExitStatus)
+    log << fmt::format("accel launch: the job stopped on a preemption request after saving its checkpoint "
+                       "(status {}); run it again to resume\n",
+                       status);
+  else if (status != 0)
+    log << fmt::format("accel launch: the job failed (mpirun exited with status {})\n", status);
+  return status;
+}
+
 int launch(const LaunchRequest& request, const HostFacts& host, bool dry_run, std::ostream& out, std::ostream& log) {
   if (machine_source(request.config) == MachineSource::rendezvous)
     return launch_machine_flags(request, host, dry_run, out, log);
@@ -192,9 +206,7 @@ int launch(const LaunchRequest& request, const HostFacts& host, bool dry_run, st
     out << shell_join(argv) << "\n";
     return 0;
   }
-  const int status = run_command(argv);
-  if (status != 0) log << fmt::format("accel launch: the job failed (mpirun exited with status {})\n", status);
-  return status;
+  return run_job(argv, log);
 }
 
 std::string shell_join(const std::vector<std::string>& argv) {
@@ -214,35 +226,18 @@ std::string shell_join(const std::vector<std::string>& argv) {
   return line;
 }
 
-int run_command(const std::vector<std::string>& argv) {
-  if (argv.empty()) throw Error("run_command: empty command");
-  std::vector<char*> args;
-  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-  args.push_back(nullptr);
-  const pid_t pid = fork();
-  if (pid < 0) throw Error(fmt::format("run_command: fork failed: {}", std::strerror(errno)));
-  if (pid == 0) {
-    execvp(args[0], args.data());
-    std::cerr << fmt::format("accel: cannot run '{}': {}\n", argv[0], std::strerror(errno));
-    _exit(127);
-  }
-  int status = 0;
-  while (waitpid(pid, &status, 0) < 0) {
-    if (errno != EINTR) throw Error(fmt::format("run_command: waitpid failed: {}", std::strerror(errno)));
-  }
-  if (WIFEXITED(status)) return WEXITSTATUS(status);
-  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
-  return 1;
-}
-
 int exec_rank(const std::vector<std::string>& argv) {
-  const int status = run_command(argv);
+  // A SIGTERM sent to this rank, or the SIGUSR2 that mpirun passes on from `accel launch`, reaches the
+  // program as a SIGTERM (Accelerator::should_stop).
+  const int status = run_command(argv, {{SIGTERM, SIGTERM}, {SIGUSR2, SIGTERM}});
   if (status != 0) {
     const ProcessState state = ProcessState::from_environment();
     char host[256] = "?";
     gethostname(host, sizeof host - 1);
-    std::cerr << fmt::format("accel launch: rank {} on {} exited with status {}{}\n", state.rank, host, status,
-                             status > 128 ? fmt::format(" (signal {})", status - 128) : "");
+    const std::string why = status == kPreemptedExitStatus ? " (stopped on a preemption request, after saving)"
+                            : status > 128                 ? fmt::format(" (signal {})", status - 128)
+                                                           : "";
+    std::cerr << fmt::format("accel launch: rank {} on {} exited with status {}{}\n", state.rank, host, status, why);
   }
   return status;
 }

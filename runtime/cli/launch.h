@@ -57,8 +57,9 @@ std::string shell_join(const std::vector<std::string>& argv);
 // hostfile). Progress and failures go to log. Returns the job's exit status.
 int launch(const LaunchRequest& request, const HostFacts& host, bool dry_run, std::ostream& out, std::ostream& log);
 
-// Runs argv and returns its exit status (128 + signal when killed).
-int run_command(const std::vector<std::string>& argv);
+// Runs mpirun and reports how the job ended; a SIGTERM to `accel launch` reaches every rank as a
+// preemption request. Returns mpirun's status.
+int run_job(const std::vector<std::string>& mpirun_argv, std::ostream& log);
 // What `accel exec-rank` does inside each rank: runs the program, and when it fails prints
 // "accel launch: rank R on HOST exited with status S" so the failing rank is named.
 int exec_rank(const std::vector<std::string>& argv);

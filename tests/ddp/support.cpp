@@ -1,8 +1,11 @@
 // The world communicator, models, data, training loops and cross-rank comparisons of the tests.
 #include "support.h"
 
+#include <unistd.h>
+
 #include <cmath>
 #include <cstring>
+#include <filesystem>
 
 namespace test {
 
@@ -121,6 +124,22 @@ std::string error_of(const std::function<void()>& f) {
     return e.what();
   }
   return "no error";
+}
+
+// A directory every rank sees: rank 0 makes it and broadcasts its name.
+std::string shared_temp_dir() {
+  std::vector<int64_t> bytes(256, 0);
+  if (world()->rank() == 0) {
+    std::string pattern = (std::filesystem::temp_directory_path() / "accel_ckpt_XXXXXX").string();
+    REQUIRE(::mkdtemp(pattern.data()) != nullptr);
+    for (size_t i = 0; i < pattern.size() && i < bytes.size(); ++i) bytes[i] = pattern[i];
+  }
+  Tensor t = from_vector(bytes);
+  world()->broadcast(t, 0);
+  std::string out;
+  for (int64_t c : t.to_vector<int64_t>())
+    if (c != 0) out.push_back(static_cast<char>(c));
+  return out;
 }
 
 }  // namespace test

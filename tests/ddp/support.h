@@ -54,6 +54,9 @@ std::vector<double> train_with_accelerator(const TrainSpec& spec, const std::str
 // unsharded loader (same shuffle), accel::backward, optimizer step.
 std::vector<double> train_reference(const TrainSpec& spec, uint64_t seed);
 
+// A new directory every rank sees: rank 0 makes it and broadcasts its name.
+std::string shared_temp_dir();
+
 // The message of the accel::Error that f throws, or "no error".
 std::string error_of(const std::function<void()>& f);
 

@@ -22,22 +22,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// A directory every rank sees: rank 0 makes it and broadcasts its name.
-std::string shared_temp_dir() {
-  std::vector<int64_t> bytes(256, 0);
-  if (world()->rank() == 0) {
-    std::string pattern = (fs::temp_directory_path() / "accel_ckpt_XXXXXX").string();
-    REQUIRE(::mkdtemp(pattern.data()) != nullptr);
-    for (size_t i = 0; i < pattern.size() && i < bytes.size(); ++i) bytes[i] = pattern[i];
-  }
-  Tensor t = from_vector(bytes);
-  world()->broadcast(t, 0);
-  std::string out;
-  for (int64_t c : t.to_vector<int64_t>())
-    if (c != 0) out.push_back(static_cast<char>(c));
-  return out;
-}
-
 struct Spec {
   std::string mixed_precision = "no";
   int accumulation = 1;

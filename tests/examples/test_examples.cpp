@@ -93,6 +93,32 @@ TEST_CASE("char_gpt's loss falls clearly below the unigram entropy of its text")
   CHECK(r.output.find("sample:") != std::string::npos);
 }
 
+TEST_CASE("mlp_classifier --checkpointing_steps epoch, then --resume_from_checkpoint latest, ends as one run") {
+  const auto dir = std::filesystem::temp_directory_path() / "accel_mlp_checkpoints";
+  std::filesystem::remove_all(dir);
+  const Run whole = run(example("mlp_classifier") + " --epochs 6");
+  REQUIRE(whole.status == 0);
+  const Run first = run(example("mlp_classifier") + " --epochs 4 --checkpointing_steps epoch --output_dir " + dir.string());
+  INFO(first.output);
+  REQUIRE(first.status == 0);
+  for (int n = 0; n < 4; ++n) CHECK(std::filesystem::exists(dir / "checkpoints" / fmt::format("checkpoint_{}", n) / "COMPLETE"));
+  const Run resumed = run(example("mlp_classifier") + " --epochs 6 --resume_from_checkpoint latest --output_dir " + dir.string());
+  INFO(resumed.output);
+  REQUIRE(resumed.status == 0);
+  // 1200 training samples in batches of 32: 38 steps an epoch.
+  CHECK(resumed.output.find(fmt::format("resumed from {} at step 152", (dir / "checkpoints" / "checkpoint_3").string())) !=
+        std::string::npos);
+  CHECK(final_values(resumed.output).at("accuracy") == final_values(whole.output).at("accuracy"));
+  CHECK(final_values(resumed.output).at("loss") == final_values(whole.output).at("loss"));
+  const Run no_dir = run(example("mlp_classifier") + " --checkpointing_steps 10");
+  CHECK(no_dir.status != 0);
+  CHECK(no_dir.output.find("need --output_dir") != std::string::npos);
+  const Run bad_steps = run(example("mlp_classifier") + " --checkpointing_steps often --output_dir " + dir.string());
+  CHECK(bad_steps.status != 0);
+  CHECK(bad_steps.output.find("expected a positive step count or 'epoch', got 'often'") != std::string::npos);
+  std::filesystem::remove_all(dir);
+}
+
 TEST_CASE("examples answer --help") {
   for (const char* name : {"linear_regression", "mlp_classifier", "char_gpt"}) {
     const Run r = run(example(name) + " --help");
