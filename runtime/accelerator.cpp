@@ -249,6 +249,8 @@ bool Accelerator::should_stop() {
   print(fmt::format("accel: a preemption request (SIGTERM) reached rank {}: every rank stops after step {}{}", signalled_rank,
                     completed_steps(),
                     save ? fmt::format(", saved in {}", dir) : " (no ProjectConfiguration: nothing saved)"));
+  // No rank exits before the line is out: mpirun ends the job, and may drop its output, once one does.
+  wait_for_everyone();
   return true;
 }
 

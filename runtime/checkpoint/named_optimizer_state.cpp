@@ -4,7 +4,11 @@
 
 #include <fmt/format.h>
 
+#include <fmt/ranges.h>
+
 #include <charconv>
+#include <map>
+#include <set>
 #include <unordered_map>
 
 #include "kernels/error.h"
@@ -24,6 +28,18 @@ bool split_key(const std::string& key, std::string& middle, std::string& slot) {
   middle = key.substr(prefix.size(), dot - prefix.size());
   slot = key.substr(dot + 1);
   return true;
+}
+
+// Every parameter with state has the same slots (an optimizer keeps the same per-parameter state for
+// each); one that lacks some was cut from the file, and is named here by its checkpoint key.
+void check_complete(const std::map<std::string, std::set<std::string>>& slots_of, const std::set<std::string>& all_slots,
+                    const std::string& source) {
+  for (const auto& [name, slots] : slots_of)
+    for (const std::string& slot : all_slots)
+      if (!slots.count(slot))
+        throw Error(fmt::format("load_state: {}: key '{}{}.{}' is missing (parameter '{}' has state {}, others also "
+                                "'{}'); the file is incomplete",
+                                source, kPrefix, name, slot, name, fmt::join(slots, ", "), slot));
 }
 
 }  // namespace
@@ -50,6 +66,8 @@ optim::StateDict index_optimizer_state(const optim::StateDict& by_name, const st
   std::unordered_map<std::string, size_t> index_of;
   for (size_t i = 0; i < names.size(); ++i) index_of.emplace(names[i], i);
   optim::StateDict out;
+  std::map<std::string, std::set<std::string>> slots_of;  // by parameter name
+  std::set<std::string> all_slots;
   for (const auto& [key, t] : by_name) {
     std::string name, slot;
     if (!split_key(key, name, slot)) {
@@ -62,7 +80,10 @@ optim::StateDict index_optimizer_state(const optim::StateDict& by_name, const st
                               "not have; is this a checkpoint of another model?",
                               source, key, name));
     out.emplace_back(fmt::format("{}{}.{}", kPrefix, it->second, slot), t);
+    slots_of[name].insert(slot);
+    all_slots.insert(slot);
   }
+  check_complete(slots_of, all_slots, source);
   return out;
 }
 

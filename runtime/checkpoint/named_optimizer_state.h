@@ -12,7 +12,8 @@ namespace accel {
 
 // names[i] is the name of the optimizer's parameter i.
 optim::StateDict name_optimizer_state(const optim::StateDict& by_index, const std::vector<std::string>& names);
-// The reverse. A name no parameter has throws an accel::Error naming source (the file) and the key.
+// The reverse. A name no parameter has, or a parameter missing a slot that the others have, throws an
+// accel::Error naming source (the file) and the key.
 optim::StateDict index_optimizer_state(const optim::StateDict& by_name, const std::vector<std::string>& names,
                                        const std::string& source);
 

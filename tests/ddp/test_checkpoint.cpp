@@ -8,7 +8,10 @@
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <functional>
 #include <limits>
+#include <nlohmann/json.hpp>
 
 #include "runtime/checkpoint/checkpoint_dir.h"
 #include "support.h"
@@ -241,6 +244,86 @@ TEST_CASE("a bad load names the file and the key, and changes nothing") {
   const std::vector<double> mine = weights_of(*net);
   CHECK(error_of([&] { accelerator.load_state(root + "/good"); }).find("model.safetensors") != std::string::npos);
   CHECK(weights_of(*net) == mine);
+  world()->barrier();
+  if (world()->rank() == 0) fs::remove_all(root);
+}
+
+namespace {
+
+// On rank 0: a copy of checkpoint `good` named `name`, changed by edit; every rank then sees it.
+std::string variant(const std::string& good, const std::string& name, const std::function<void(const fs::path&)>& edit) {
+  const fs::path dir = fs::path(good).parent_path() / name;
+  world()->barrier();
+  if (world()->rank() == 0) {
+    fs::copy(good, dir, fs::copy_options::recursive);
+    edit(dir);
+  }
+  world()->barrier();
+  return dir.string();
+}
+
+void edit_state(const fs::path& dir, const std::function<void(nlohmann::json&)>& edit) {
+  nlohmann::json state = nlohmann::json::parse(std::ifstream(dir / "accelerator_state.json"));
+  edit(state);
+  std::ofstream(dir / "accelerator_state.json") << state.dump(2);
+}
+
+}  // namespace
+
+TEST_CASE("load_state refuses a newer format, other counts, a data position this run cannot take, a missing "
+          "optimizer key and a corrupt header, names each, and changes nothing") {
+  const std::string root = shared_temp_dir();
+  Accelerator accelerator(options());
+  auto model = make_model(1);
+  auto optimizer = std::make_shared<optim::AdamW>(model->parameters(), optim::AdamWOptions{.lr = 1e-2});
+  DataLoader loader(regression_data(64), {.batch_size = 4});
+  auto [net, opt, data] = accelerator.prepare(model, optimizer, loader);
+  int64_t steps = 0;
+  for (const Batch& batch : data) {
+    opt->zero_grad();
+    accelerator.backward(nn::mse_loss((*net)(batch[0]), batch[1]));
+    opt->step();
+    if (++steps == 3) break;
+  }
+  const std::string good = accelerator.save_state(root + "/good");
+  std::string dropped_key;
+  for (const auto& [key, t] : load_safetensors(good + "/optimizer.safetensors").tensors)
+    if (dropped_key.empty() && key.rfind("state.", 0) == 0) dropped_key = key;
+  REQUIRE_FALSE(dropped_key.empty());
+  const std::vector<double> weights = weights_of(*net);
+  const std::vector<double> state = flat(opt->state_dict());
+  auto refused = [&](const std::string& dir) {
+    const std::string message = error_of([&] { accelerator.load_state(dir); });
+    CHECK(weights_of(*net) == weights);  // nothing half-loaded
+    CHECK(flat(opt->state_dict()) == state);
+    return message;
+  };
+
+  const std::string newer = variant(good, "newer", [](const fs::path& d) { edit_state(d, [](auto& s) { s["format"] = 99; }); });
+  CHECK(refused(newer) == fmt::format("load_state: {}/accelerator_state.json: format 99 is not one this accel ({}) reads "
+                                      "(1 to 1); a newer accel wrote it",
+                                      newer, ACCEL_VERSION));
+  const std::string objects = variant(good, "objects", [](const fs::path& d) { edit_state(d, [](auto& s) { s["objects"] = 1; }); });
+  CHECK(refused(objects).find("holds 1 objects, but 0 are prepared or registered here") != std::string::npos);
+  const std::string position = variant(good, "position", [](const fs::path& d) {
+    edit_state(d, [](auto& s) { s["loaders"][0]["samples_seen"] = s["loaders"][0]["samples_seen"].template get<int64_t>() + 1; });
+  });
+  CHECK(refused(position).find(fmt::format("had seen {} samples of its epoch, which is not a whole number of this "
+                                           "run's global batches of {}",
+                                           3 * 4 * world()->size() + 1, 4 * world()->size())) != std::string::npos);
+  const std::string missing = variant(good, "missing", [&](const fs::path& d) {
+    SafetensorsContents contents = load_safetensors((d / "optimizer.safetensors").string());
+    std::erase_if(contents.tensors, [&](const auto& entry) { return entry.first == dropped_key; });
+    save_safetensors((d / "optimizer.safetensors").string(), contents.tensors, contents.metadata);
+  });
+  const std::string missing_message = refused(missing);
+  INFO(missing_message, " / dropped ", dropped_key);
+  CHECK(missing_message.find(missing + "/optimizer.safetensors: key '" + dropped_key + "' is missing") != std::string::npos);
+  const std::string corrupt = variant(good, "corrupt", [](const fs::path& d) {
+    std::fstream f(d / "model.safetensors", std::ios::in | std::ios::out | std::ios::binary);
+    f.write("\xff\xff\xff\xff\xff\xff\xff\x7f", 8);  // a header length beyond the file
+  });
+  CHECK(refused(corrupt).find(corrupt + "/model.safetensors") != std::string::npos);
   world()->barrier();
   if (world()->rank() == 0) fs::remove_all(root);
 }
