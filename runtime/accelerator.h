@@ -37,6 +37,7 @@
 #include "runtime/settings.h"
 #include "runtime/strategy/reducer.h"
 #include "runtime/strategy/strategy.h"
+#include "optim/lr_schedule.h"
 #include "runtime/training_step.h"
 #include "tensor/tensor.h"
 
@@ -73,8 +74,9 @@ class Accelerator {
 
   // Prepares each object for this process and returns them in order, so that
   //   auto [model, optimizer, data] = accelerator.prepare(model, optimizer, loader);
-  // Models and optimizers are shared_ptrs (returned as the same objects, ready); DataLoaders are
-  // returned as sharded copies that yield batches on this process's device. Collective with several
+  // Models, optimizers and LR schedulers are shared_ptrs (returned as the same objects, ready; a
+  // scheduler is then saved by save_state); DataLoaders are returned as sharded copies that yield
+  // batches on this process's device. Collective with several
   // processes: every rank prepares the same models in the same order.
   template <class... Objects>
   auto prepare(Objects&&... objects) {
@@ -236,9 +238,15 @@ class Accelerator {
                          std::is_base_of_v<optim::Optimizer, typename IsSharedPtr<D>::element>) {
       prepare_optimizer(object);
       return object;
+    } else if constexpr (std::is_same_v<D, std::shared_ptr<optim::LRScheduler>>) {
+      // Checkpoints carry it; it stays alive with the Accelerator.
+      parts_.objects.push_back({"LRScheduler", [object] { return object->state_dict(); },
+                                [object](const nn::StateDict& state) { object->load_state_dict(state); }});
+      return object;
     } else {
       static_assert(sizeof(D) == 0,
-                    "Accelerator::prepare takes shared_ptrs to nn::Module or optim::Optimizer, and DataLoaders");
+                    "Accelerator::prepare takes shared_ptrs to nn::Module, optim::Optimizer or optim::LRScheduler, "
+                    "and DataLoaders");
     }
   }
 

@@ -170,6 +170,31 @@ TEST_CASE("exact resume: a model beyond max_shard_bytes is written as Hugging Fa
   check_exact_resume({.max_shard_bytes = 300}, 5);
 }
 
+TEST_CASE("a prepared LRScheduler is saved and restored with the checkpoint") {
+  const std::string root = shared_temp_dir();
+  auto schedule_of = [](Accelerator& accelerator, uint64_t seed) {
+    auto model = make_model(seed);
+    auto optimizer = std::make_shared<optim::SGD>(model->parameters(), optim::SGDOptions{.lr = 0.1});
+    auto schedule = std::make_shared<optim::LRScheduler>(optim::LRScheduler::cosine(*optimizer, 2, 20, 1e-3));
+    auto [net, opt, sched] = accelerator.prepare(model, optimizer, schedule);
+    CHECK(sched == schedule);
+    return std::tuple{net, opt, sched};  // the Accelerator holds its model weakly
+  };
+  Accelerator saving(options());
+  auto [net, opt, schedule] = schedule_of(saving, 1);
+  for (int i = 0; i < 7; ++i) schedule->step();
+  saving.save_state(root + "/ckpt");
+  schedule->step();
+  const double next_lr = opt->lr();
+  Accelerator loading(options());
+  auto [fresh_net, fresh_opt, fresh] = schedule_of(loading, 2);
+  loading.load_state(root + "/ckpt");
+  fresh->step();
+  CHECK(fresh_opt->lr() == next_lr);  // it continued from step 7, not from 0
+  world()->barrier();
+  if (world()->rank() == 0) fs::remove_all(root);
+}
+
 TEST_CASE("save_state refuses the middle of an accumulation window") {
   const std::string root = shared_temp_dir();
   AcceleratorOptions o = options();
