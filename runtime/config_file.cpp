@@ -10,7 +10,9 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <limits>
 #include <map>
+#include <set>
 #include <sstream>
 
 #include "kernels/error.h"
@@ -23,10 +25,12 @@ namespace {
   throw Error(fmt::format("{}:{}: {}", source, node.Mark().line + 1, message));
 }
 
-int as_int(const std::string& source, const std::string& key, const YAML::Node& value, int min) {
+int as_int(const std::string& source, const std::string& key, const YAML::Node& value, int min,
+           int max = std::numeric_limits<int>::max()) {
   int out = 0;
   if (!value.IsScalar() || !YAML::convert<int>::decode(value, out) || out < min)
     fail(source, value, fmt::format("{} must be an integer >= {}, got '{}'", key, min, value.IsScalar() ? value.Scalar() : "a non-scalar"));
+  if (out > max) fail(source, value, fmt::format("{} must be at most {}, got {}", key, max, out));
   return out;
 }
 
@@ -67,11 +71,11 @@ using Setter = std::function<void(ConfigFile&, const std::string&, const YAML::N
 const std::map<std::string, Setter>& setters() {
   static const std::map<std::string, Setter> table = {
       {"environment", [](ConfigFile& c, const std::string& s, const YAML::Node& v) { c.environment = as_choice(s, "environment", v, {"local", "hosts", "slurm"}); }},
-      {"num_machines", [](ConfigFile& c, const std::string& s, const YAML::Node& v) { c.num_machines = as_int(s, "num_machines", v, 1); }},
-      {"num_processes", [](ConfigFile& c, const std::string& s, const YAML::Node& v) { c.num_processes = as_int(s, "num_processes", v, 1); }},
+      {"num_machines", [](ConfigFile& c, const std::string& s, const YAML::Node& v) { c.num_machines = as_int(s, "num_machines", v, 1, kMaxProcesses); }},
+      {"num_processes", [](ConfigFile& c, const std::string& s, const YAML::Node& v) { c.num_processes = as_int(s, "num_processes", v, 1, kMaxProcesses); }},
       {"machine_rank", [](ConfigFile& c, const std::string& s, const YAML::Node& v) { c.machine_rank = as_int(s, "machine_rank", v, 0); }},
       {"main_process_ip", [](ConfigFile& c, const std::string& s, const YAML::Node& v) { c.main_process_ip = as_string(s, "main_process_ip", v); }},
-      {"main_process_port", [](ConfigFile& c, const std::string& s, const YAML::Node& v) { c.main_process_port = as_int(s, "main_process_port", v, 1); }},
+      {"main_process_port", [](ConfigFile& c, const std::string& s, const YAML::Node& v) { c.main_process_port = as_int(s, "main_process_port", v, 1, 65535); }},
       {"hostfile", [](ConfigFile& c, const std::string& s, const YAML::Node& v) { c.hostfile = as_string(s, "hostfile", v); }},
       {"mixed_precision", [](ConfigFile& c, const std::string& s, const YAML::Node& v) { c.mixed_precision = as_named(s, "mixed_precision", v, kMixedPrecisionNames); }},
       {"gradient_accumulation_steps", [](ConfigFile& c, const std::string& s, const YAML::Node& v) { c.gradient_accumulation_steps = as_int(s, "gradient_accumulation_steps", v, 1); }},
@@ -100,8 +104,11 @@ ConfigFile parse_config(const std::string& yaml_text, const std::string& source_
   ConfigFile config;
   if (root.IsNull()) return config;
   if (!root.IsMap()) fail(source_name, root, "expected a mapping of keys to values");
+  std::set<std::string> seen;
   for (const auto& entry : root) {
     const std::string key = entry.first.IsScalar() ? entry.first.Scalar() : "";
+    // YAML forbids a key twice in one mapping; yaml-cpp would keep the last without a word.
+    if (!seen.insert(key).second) fail(source_name, entry.first, fmt::format("key '{}' appears twice", key));
     auto it = setters().find(key);
     if (it == setters().end()) {
       std::vector<std::string> known;
@@ -115,6 +122,12 @@ ConfigFile parse_config(const std::string& yaml_text, const std::string& source_
 }
 
 void validate_config(const ConfigFile& c, const std::string& source) {
+  // The launcher's flags reach here without the file's checks.
+  if (c.num_processes < 1 || c.num_processes > kMaxProcesses || c.num_machines < 1 || c.num_machines > kMaxProcesses)
+    throw Error(fmt::format("{}: num_processes {} and num_machines {} must be from 1 to {}", source, c.num_processes,
+                            c.num_machines, kMaxProcesses));
+  if (c.main_process_port < 1 || c.main_process_port > 65535)
+    throw Error(fmt::format("{}: main_process_port {} must be from 1 to 65535", source, c.main_process_port));
   if (c.machine_rank >= c.num_machines)
     throw Error(fmt::format("{}: machine_rank {} must be below num_machines {}", source, c.machine_rank, c.num_machines));
   if (c.num_processes < c.num_machines)

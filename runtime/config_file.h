@@ -10,6 +10,9 @@
 
 namespace accel {
 
+// More processes or machines than any job has; the bound keeps the launcher's arithmetic in int.
+inline constexpr int kMaxProcesses = 1 << 20;
+
 struct ConfigFile {
   // Where the job runs: "local" (this machine), "hosts" (several machines: hostfile or machine
   // flags), or "slurm" (inside a SLURM allocation).

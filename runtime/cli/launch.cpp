@@ -188,7 +188,8 @@ int launch_machine_flags(const LaunchRequest& request, const HostFacts& host, bo
 int run_job(const std::vector<std::string>& mpirun_argv, std::ostream& log) {
   // mpirun answers a SIGTERM by killing the ranks a second later, too soon for a checkpoint; it passes
   // SIGUSR2 on to every rank instead, whose wrapper turns it back into the SIGTERM the program expects.
-  const int status = run_command(mpirun_argv, {{SIGTERM, SIGUSR2}});
+  // A SIGINT goes to mpirun as it is: it ends the job. Either way no rank outlives the launcher.
+  const int status = run_command(mpirun_argv, {{SIGTERM, SIGUSR2}, {SIGINT, SIGINT}});
   if (status == kPreemptedExitStatus)
     log << fmt::format("accel launch: the job stopped on a preemption request after saving its checkpoint "
                        "(status {}); run it again to resume\n",
@@ -235,6 +236,7 @@ int exec_rank(const std::vector<std::string>& argv) {
     char host[256] = "?";
     gethostname(host, sizeof host - 1);
     const std::string why = status == kPreemptedExitStatus ? " (stopped on a preemption request, after saving)"
+                            : status == 128 + SIGUSR2      ? " (signal 12: a SIGTERM to accel launch, which mpirun passes on)"
                             : status > 128                 ? fmt::format(" (signal {})", status - 128)
                                                            : "";
     std::cerr << fmt::format("accel launch: rank {} on {} exited with status {}{}\n", state.rank, host, status, why);

@@ -58,7 +58,7 @@ std::string shell_join(const std::vector<std::string>& argv);
 int launch(const LaunchRequest& request, const HostFacts& host, bool dry_run, std::ostream& out, std::ostream& log);
 
 // Runs mpirun and reports how the job ended; a SIGTERM to `accel launch` reaches every rank as a
-// preemption request. Returns mpirun's status.
+// preemption request, a SIGINT ends the job. Returns mpirun's status.
 int run_job(const std::vector<std::string>& mpirun_argv, std::ostream& log);
 // What `accel exec-rank` does inside each rank: runs the program, and when it fails prints
 // "accel launch: rank R on HOST exited with status S" so the failing rank is named.

@@ -48,3 +48,24 @@ TEST_CASE("an unknown key or a bad value names the key and the line") {
                        "cfg.yaml: machine_rank 2 must be below num_machines 2", Error);
   CHECK_THROWS_WITH_AS(load_config("/nonexistent/accel.yaml"), "load_config: cannot open '/nonexistent/accel.yaml'", Error);
 }
+
+TEST_CASE("ports, process and machine counts out of range, and a key given twice, are refused") {
+  CHECK_THROWS_WITH_AS(parse_config("main_process_port: 70000\n", "cfg.yaml"),
+                       "cfg.yaml:1: main_process_port must be at most 65535, got 70000", Error);
+  CHECK(parse_config("main_process_port: 65535\n", "cfg.yaml").main_process_port == 65535);
+  CHECK_THROWS_WITH_AS(parse_config("num_processes: 2147483647\n", "cfg.yaml"),
+                       "cfg.yaml:1: num_processes must be at most 1048576, got 2147483647", Error);
+  CHECK_THROWS_WITH_AS(parse_config("num_machines: 2000000\n", "cfg.yaml"),
+                       "cfg.yaml:1: num_machines must be at most 1048576, got 2000000", Error);
+  CHECK_THROWS_WITH_AS(parse_config("num_processes: 2\nmixed_precision: bf16\nnum_processes: 4\n", "cfg.yaml"),
+                       "cfg.yaml:3: key 'num_processes' appears twice", Error);
+  // Values set by the launcher's flags go through the same bounds.
+  ConfigFile flags;
+  flags.num_processes = 2147483647;
+  CHECK_THROWS_WITH_AS(validate_config(flags, "accel launch"),
+                       "accel launch: num_processes 2147483647 and num_machines 1 must be from 1 to 1048576", Error);
+  flags.num_processes = 2;
+  flags.main_process_port = 70000;
+  CHECK_THROWS_WITH_AS(validate_config(flags, "accel launch"), "accel launch: main_process_port 70000 must be from 1 to 65535",
+                       Error);
+}
