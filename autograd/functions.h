@@ -41,6 +41,8 @@ Tensor add(const Tensor& a, const Tensor& b);
 Tensor sub(const Tensor& a, const Tensor& b);
 Tensor mul(const Tensor& a, const Tensor& b);
 Tensor div(const Tensor& a, const Tensor& b);
+// pow's grads are PyTorch's limits at the corners: d/da = 0 wherever the exponent is 0 (0^0 included)
+// and d/db = 0 where a = 0 and b >= 0; other corners keep the formulas' inf/NaN, as PyTorch's do.
 Tensor pow(const Tensor& a, const Tensor& b);
 Tensor pow(const Tensor& a, double exponent);
 Tensor maximum(const Tensor& a, const Tensor& b);

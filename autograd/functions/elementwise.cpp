@@ -65,14 +65,24 @@ Tensor div(const Tensor& a_in, const Tensor& b_in) {
   return out;
 }
 
+// pow's grads follow PyTorch's limits (pow_backward_self, pow_backward_exponent) where the plain
+// formulas meet 0 * inf or 0 * log(0): d/da is 0 wherever b = 0, since a^0 = 1 for every a, and d/db
+// is 0 where a = 0 and b >= 0, since 0^b = 0 for every b > 0. Elsewhere they keep their inf and NaN:
+// d/da at a = 0 when b < 1 and b != 0, d/db of a negative base (the log of a negative).
 Tensor pow(const Tensor& a_in, const Tensor& b_in) {
   Tensor a = a_in, b = b_in;
   autocast::promote(a, b);
   Tensor out = nograd::pow(a, b);
   record("PowBackward", {a, b}, {out},
          [a = detach(a), b = detach(b), out = detach(out), need_b = b.requires_grad()](const Grads& g) -> Grads {
-           Tensor ga = nograd::mul(nograd::mul(g[0], b), nograd::pow(a, nograd::sub(b, 1.0)));
-           Tensor gb = need_b ? unbroadcast(nograd::mul(nograd::mul(g[0], out), nograd::log(a)), b) : Tensor();
+           const Tensor zero = zero_like_scalar(g[0]);
+           const Tensor da = nograd::mul(nograd::mul(g[0], b), nograd::pow(a, nograd::sub(b, 1.0)));
+           Tensor ga = nograd::where(nograd::eq(b, 0.0), zero, da);
+           Tensor gb;
+           if (need_b) {
+             const Tensor db = nograd::mul(nograd::mul(g[0], out), nograd::log(a));
+             gb = unbroadcast(nograd::where(nograd::ge(b, 0.0), nograd::where(nograd::eq(a, 0.0), zero, db), db), b);
+           }
            return {unbroadcast(ga, a), gb};
          });
   return out;
@@ -81,6 +91,7 @@ Tensor pow(const Tensor& a_in, const Tensor& b_in) {
 Tensor pow(const Tensor& a, double exponent) {
   Tensor out = nograd::pow(a, exponent);
   record("PowScalarBackward", {a}, {out}, [a = detach(a), exponent](const Grads& g) -> Grads {
+    if (exponent == 0.0) return {zeros_like(g[0])};  // a^0 = 1: even at a = 0 the grad is 0
     return {nograd::mul(nograd::mul(g[0], exponent), nograd::pow(a, exponent - 1.0))};
   });
   return out;

@@ -32,6 +32,23 @@ TEST_CASE("gradcheck: broadcasting arithmetic") {
   check([](const auto& x) { return minimum(x[0], x[1]); }, {a, b});
 }
 
+TEST_CASE("gradcheck: pow at zero and at negative bases, wherever the finite difference is defined") {
+  const auto leaf = [](std::vector<double> v) { return from_vector(v).requires_grad_(); };
+  const auto constant = [](std::vector<double> v) { return from_vector(v); };
+  // Bases at 0 and below 0 with integer exponents; only the base varies (log of a negative is NaN).
+  const Tensor bases = leaf({0.0, -2.0, -1.5, -0.5, 0.0, 1.25});
+  for (double e : {0.0, 1.0, 2.0, 3.0, -1.0, -2.0}) {
+    INFO("scalar exponent ", e);
+    const Tensor x = e < 0 ? leaf({-2.0, -1.5, -0.5, 0.75}) : bases;  // x^-k has no limit at 0
+    check([e](const auto& in) { return pow(in[0], e); }, {x});
+    check([e](const auto& in) { return pow(in[0], full(in[0].shape(), e, DType::f64)); }, {x});
+  }
+  // A zero base under positive exponents: 0^b is 0 on both sides of b, so d/db is 0.
+  check([](const auto& in) { return pow(in[0], in[1]); }, {constant({0.0, 0.0, 0.0, 0.0}), leaf({0.5, 1.0, 2.0, 3.0})});
+  // Both vary, away from a = 0 where d/db has no two-sided limit at b <= 0.
+  check([](const auto& in) { return pow(in[0], in[1]); }, {leaf({0.0, 0.0, 1.5, 2.0}), leaf({1.0, 2.0, 0.0, -1.0})});
+}
+
 TEST_CASE("gradcheck: unary math") {
   Tensor a = input({2, 5}, 4), p = input({2, 5}, 5, 4.0);
   check([](const auto& x) { return -x[0]; }, {a});
