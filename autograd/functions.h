@@ -29,6 +29,8 @@ Tensor contiguous(const Tensor& t);
 // Copies, casts and joins.
 Tensor clone(const Tensor& t);
 Tensor to(const Tensor& t, DType dtype);
+// to(t, dtype) under the raw op's name (nograd::to_dtype).
+Tensor to_dtype(const Tensor& t, DType dtype);
 Tensor to(const Tensor& t, Device device);
 Tensor cat(const std::vector<Tensor>& tensors, int64_t dim);
 Tensor stack(const std::vector<Tensor>& tensors, int64_t dim);
@@ -47,6 +49,13 @@ Tensor pow(const Tensor& a, const Tensor& b);
 Tensor pow(const Tensor& a, double exponent);
 Tensor maximum(const Tensor& a, const Tensor& b);
 Tensor minimum(const Tensor& a, const Tensor& b);
+// Scalar forms: the scalar takes a's dtype and device (mul(x, 2.0) is x * 2.0).
+Tensor add(const Tensor& a, double b);
+Tensor sub(const Tensor& a, double b);
+Tensor mul(const Tensor& a, double b);
+Tensor div(const Tensor& a, double b);
+Tensor maximum(const Tensor& a, double b);
+Tensor minimum(const Tensor& a, double b);
 Tensor neg(const Tensor& t);
 Tensor exp(const Tensor& t);
 Tensor log(const Tensor& t);

@@ -24,9 +24,10 @@ Tensor add(const Tensor& a_in, const Tensor& b_in) {
   Tensor a = a_in, b = b_in;
   autocast::promote(a, b);
   Tensor out = nograd::add(a, b);
-  record("AddBackward", {a, b}, {out}, [a = detach(a), b = detach(b)](const Grads& g) -> Grads {
-    return {unbroadcast(g[0], a), unbroadcast(g[0], b)};
-  });
+  record("AddBackward", {a, b}, {out},
+         [a = detach(a), b = detach(b), need_a = a.requires_grad(), need_b = b.requires_grad()](const Grads& g) -> Grads {
+           return {need_a ? unbroadcast(g[0], a) : Tensor(), need_b ? unbroadcast(g[0], b) : Tensor()};
+         });
   return out;
 }
 
@@ -34,9 +35,10 @@ Tensor sub(const Tensor& a_in, const Tensor& b_in) {
   Tensor a = a_in, b = b_in;
   autocast::promote(a, b);
   Tensor out = nograd::sub(a, b);
-  record("SubBackward", {a, b}, {out}, [a = detach(a), b = detach(b)](const Grads& g) -> Grads {
-    return {unbroadcast(g[0], a), unbroadcast(nograd::neg(g[0]), b)};
-  });
+  record("SubBackward", {a, b}, {out},
+         [a = detach(a), b = detach(b), need_a = a.requires_grad(), need_b = b.requires_grad()](const Grads& g) -> Grads {
+           return {need_a ? unbroadcast(g[0], a) : Tensor(), need_b ? unbroadcast(nograd::neg(g[0]), b) : Tensor()};
+         });
   return out;
 }
 
@@ -209,13 +211,24 @@ Tensor operator-(const Tensor& a, const Tensor& b) { return sub(a, b); }
 Tensor operator*(const Tensor& a, const Tensor& b) { return mul(a, b); }
 Tensor operator/(const Tensor& a, const Tensor& b) { return div(a, b); }
 Tensor operator-(const Tensor& t) { return neg(t); }
-Tensor operator+(const Tensor& a, double b) { return add(a, scalar_tensor(b, a.dtype(), a.device())); }
-Tensor operator-(const Tensor& a, double b) { return sub(a, scalar_tensor(b, a.dtype(), a.device())); }
-Tensor operator*(const Tensor& a, double b) { return mul(a, scalar_tensor(b, a.dtype(), a.device())); }
-Tensor operator/(const Tensor& a, double b) { return div(a, scalar_tensor(b, a.dtype(), a.device())); }
-Tensor operator+(double a, const Tensor& b) { return add(scalar_tensor(a, b.dtype(), b.device()), b); }
-Tensor operator-(double a, const Tensor& b) { return sub(scalar_tensor(a, b.dtype(), b.device()), b); }
-Tensor operator*(double a, const Tensor& b) { return mul(scalar_tensor(a, b.dtype(), b.device()), b); }
-Tensor operator/(double a, const Tensor& b) { return div(scalar_tensor(a, b.dtype(), b.device()), b); }
+namespace {
+Tensor scalar_like(double value, const Tensor& like) { return scalar_tensor(value, like.dtype(), like.device()); }
+}  // namespace
+
+Tensor add(const Tensor& a, double b) { return add(a, scalar_like(b, a)); }
+Tensor sub(const Tensor& a, double b) { return sub(a, scalar_like(b, a)); }
+Tensor mul(const Tensor& a, double b) { return mul(a, scalar_like(b, a)); }
+Tensor div(const Tensor& a, double b) { return div(a, scalar_like(b, a)); }
+Tensor maximum(const Tensor& a, double b) { return maximum(a, scalar_like(b, a)); }
+Tensor minimum(const Tensor& a, double b) { return minimum(a, scalar_like(b, a)); }
+
+Tensor operator+(const Tensor& a, double b) { return add(a, b); }
+Tensor operator-(const Tensor& a, double b) { return sub(a, b); }
+Tensor operator*(const Tensor& a, double b) { return mul(a, b); }
+Tensor operator/(const Tensor& a, double b) { return div(a, b); }
+Tensor operator+(double a, const Tensor& b) { return add(scalar_like(a, b), b); }
+Tensor operator-(double a, const Tensor& b) { return sub(scalar_like(a, b), b); }
+Tensor operator*(double a, const Tensor& b) { return mul(scalar_like(a, b), b); }
+Tensor operator/(double a, const Tensor& b) { return div(scalar_like(a, b), b); }
 
 }  // namespace accel
