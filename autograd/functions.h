@@ -2,6 +2,7 @@
 // requires grad, records a node whose backward is written beside it. This is the op set users call.
 #pragma once
 
+#include <concepts>
 #include <vector>
 
 #include "tensor/generator.h"
@@ -103,10 +104,35 @@ Tensor sum(const Tensor& t, const std::vector<int64_t>& dims, bool keepdim = fal
 Tensor sum(const Tensor& t);
 Tensor mean(const Tensor& t, const std::vector<int64_t>& dims, bool keepdim = false);
 Tensor mean(const Tensor& t);
-// Grad flows to the maximal elements, shared equally between ties.
+// Grad flows to the maximal (minimal) elements, shared equally between ties. A NaN wins.
 Tensor max(const Tensor& t, const std::vector<int64_t>& dims, bool keepdim = false);
 Tensor max(const Tensor& t);
+Tensor min(const Tensor& t, const std::vector<int64_t>& dims, bool keepdim = false);
+Tensor min(const Tensor& t);
+// The index (i64) of the first maximum (minimum) along dim.
 Tensor argmax(const Tensor& t, int64_t dim, bool keepdim = false);
+Tensor argmin(const Tensor& t, int64_t dim, bool keepdim = false);
+
+// max and min over one dim with where they are: auto [values, indices] = max(logits, 1). values is
+// max(t, {dim}, keepdim) and carries the grad; indices (i64) are argmax's, the first of any tie.
+// Differs from PyTorch on purpose: torch.max(t, dim) gives a tie's whole grad to the returned index;
+// here it is shared between the tied elements (as torch.amax shares it), so it does not depend on
+// which tie the index names.
+struct ValuesAndIndices {
+  Tensor values, indices;
+};
+ValuesAndIndices max_along(const Tensor& t, int64_t dim, bool keepdim = false);
+ValuesAndIndices min_along(const Tensor& t, int64_t dim, bool keepdim = false);
+// A template so that a braced list keeps naming the dims overload: max(t, {1}) deduces no D and stays
+// the values-only reduction, while max(t, 1) is this one.
+template <std::integral D>
+ValuesAndIndices max(const Tensor& t, D dim, bool keepdim = false) {
+  return max_along(t, static_cast<int64_t>(dim), keepdim);
+}
+template <std::integral D>
+ValuesAndIndices min(const Tensor& t, D dim, bool keepdim = false) {
+  return min_along(t, static_cast<int64_t>(dim), keepdim);
+}
 
 Tensor matmul(const Tensor& a, const Tensor& b);
 // x @ weight^T + bias with x [..., in], weight [out, in], bias [out] or undefined (nograd::linear).
