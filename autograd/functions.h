@@ -3,6 +3,7 @@
 #pragma once
 
 #include <concepts>
+#include <optional>
 #include <vector>
 
 #include "tensor/generator.h"
@@ -144,7 +145,9 @@ Tensor log_softmax(const Tensor& x, int64_t dim);
 // Softmax over the last dim of scale * x with the future masked out (nograd::causal_softmax).
 Tensor causal_softmax(const Tensor& x, double scale);
 Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps = 1e-5);
-Tensor embedding(const Tensor& weight, const Tensor& indices);
+// Rows of weight [num, dim] at indices; the padding_idx row (negative counts from the end) gets no
+// grad, as in PyTorch's F.embedding.
+Tensor embedding(const Tensor& weight, const Tensor& indices, std::optional<int64_t> padding_idx = std::nullopt);
 Tensor cross_entropy(const Tensor& logits, const Tensor& target, int64_t ignore_index = -100,
                      Reduction reduction = Reduction::mean);
 // Always drops: a module decides whether it is training.

@@ -52,12 +52,13 @@ Tensor layer_norm(const Tensor& x_in, const Tensor& weight_in, const Tensor& bia
   return r.out;
 }
 
-Tensor embedding(const Tensor& weight, const Tensor& indices) {
+Tensor embedding(const Tensor& weight, const Tensor& indices, std::optional<int64_t> padding_idx) {
   Tensor out = nograd::embedding(weight, indices);
-  record("EmbeddingBackward", {weight}, {out},
-         [indices = detach(indices), num = weight.shape()[0]](const Grads& g) -> Grads {
-           return {nograd::embedding_backward(g[0], indices, num)};
-         });
+  const int64_t num = weight.shape()[0];
+  if (padding_idx) padding_idx = nograd::normalize_padding_idx("embedding", *padding_idx, num);
+  record("EmbeddingBackward", {weight}, {out}, [indices = detach(indices), num, padding_idx](const Grads& g) -> Grads {
+    return {nograd::embedding_backward(g[0], indices, num, padding_idx)};
+  });
   return out;
 }
 

@@ -271,7 +271,15 @@ Tensor embedding(const Tensor& weight, const Tensor& indices) {
   return out;
 }
 
-Tensor embedding_backward(const Tensor& grad_out, const Tensor& indices, int64_t num_weights) {
+int64_t normalize_padding_idx(const char* op, int64_t padding_idx, int64_t num_weights) {
+  if (padding_idx < -num_weights || padding_idx >= num_weights)
+    throw Error(fmt::format("{}: padding_idx {} is out of range for {} rows (expected {}..{})", op, padding_idx,
+                            num_weights, -num_weights, num_weights - 1));
+  return padding_idx < 0 ? padding_idx + num_weights : padding_idx;
+}
+
+Tensor embedding_backward(const Tensor& grad_out, const Tensor& indices, int64_t num_weights,
+                          std::optional<int64_t> padding_idx) {
   const char* op = "embedding_backward";
   check_defined(op, grad_out, "grad_out");
   check_defined(op, indices, "indices");
@@ -284,8 +292,11 @@ Tensor embedding_backward(const Tensor& grad_out, const Tensor& indices, int64_t
   if (!matches)
     throw Error(fmt::format("embedding_backward: grad_out {} must be the indices' shape {} plus one trailing dim",
                             shape_str(grad_out.shape()), shape_str(indices.shape())));
+  const std::optional<int64_t> padding_row =
+      padding_idx ? std::optional(normalize_padding_idx(op, *padding_idx, num_weights)) : std::nullopt;
   Tensor grad_weight = empty({num_weights, grad_out.shape().back()}, grad_out.dtype(), grad_out.device());
   ACCEL_DISPATCH(op, grad_out.device(), embedding_backward, grad_weight, contiguous(grad_out), contiguous(indices));
+  if (padding_row) zero_(select(grad_weight, 0, *padding_row));  // PyTorch's padding: a row that never learns
   return grad_weight;
 }
 

@@ -2,6 +2,8 @@
 // fused cross-entropy and dropout. Halves read and write 16 bits and compute in f32.
 #pragma once
 
+#include <optional>
+
 #include "tensor/generator.h"
 #include "tensor/reduction.h"
 #include "tensor/tensor.h"
@@ -36,8 +38,12 @@ LayerNormGrads layer_norm_backward(const Tensor& grad_out, const Tensor& x, cons
 
 // Rows of weight [num, dim] picked by integer indices of any shape: out is indices.shape + [dim].
 Tensor embedding(const Tensor& weight, const Tensor& indices);
-// Sums grad rows into a [num_weights, dim] tensor in a fixed order (deterministic).
-Tensor embedding_backward(const Tensor& grad_out, const Tensor& indices, int64_t num_weights);
+// Sums grad rows into a [num_weights, dim] tensor in a fixed order (deterministic). The padding_idx
+// row, if given (negative counts from the end, as in PyTorch), gets no grad: it comes out 0.
+Tensor embedding_backward(const Tensor& grad_out, const Tensor& indices, int64_t num_weights,
+                          std::optional<int64_t> padding_idx = std::nullopt);
+// padding_idx in [-num_weights, num_weights) as a row index; op names the caller in the error.
+int64_t normalize_padding_idx(const char* op, int64_t padding_idx, int64_t num_weights);
 
 // logits [N, C], target [N] (i64 or i32). Targets equal to ignore_index add nothing and do not count
 // towards the mean. The loss is f32 (f64 for f64 logits).

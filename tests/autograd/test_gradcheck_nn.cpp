@@ -53,6 +53,24 @@ TEST_CASE("gradcheck: embedding w.r.t. weight, with repeated indices") {
   check([&](const auto& x) { return embedding(x[0], idx32) * embedding(x[0], idx32); }, {weight});
 }
 
+TEST_CASE("embedding with padding_idx: that row gets no grad, the others PyTorch's") {
+  // F.embedding(idx, w, padding_idx=-1) for w [4, 2], backward of arange(12).reshape(2, 3, 2)
+  // (PyTorch 2.x): w.grad rows [6, 7], [4, 6], [10, 11], [0, 0]. The forward still reads row 3.
+  for (int64_t padding_idx : {3, -1}) {
+    Tensor w = from_vector<double>({0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8}, {4, 2}).requires_grad_();
+    const Tensor idx = from_vector<int64_t>({1, 3, 1, 0, 3, 2}, {2, 3});
+    const Tensor out = embedding(w, idx, padding_idx);
+    CHECK(out.to_vector<double>()[2] == 0.7);
+    backward(out, reshape(to(arange(12), DType::f64), {2, 3, 2}));
+    CHECK(w.grad().to_vector<double>() == std::vector<double>{6, 7, 4, 6, 10, 11, 0, 0});
+  }
+  const Tensor w = input({4, 2}, 13);
+  CHECK_THROWS_WITH_AS(embedding(w, from_vector<int64_t>({0}), 4),
+                       "embedding: padding_idx 4 is out of range for 4 rows (expected -4..3)", Error);
+  // The rows that are not padding still pass gradcheck.
+  check([](const auto& x) { return embedding(x[0], from_vector<int64_t>({0, 2, 2, 1}), 3); }, {w});
+}
+
 TEST_CASE("gradcheck: cross_entropy w.r.t. logits, for each reduction and with ignore_index") {
   Tensor logits = input({5, 4}, 9, 2.0);
   const Tensor target = from_vector<int64_t>({3, -100, 0, 2, 0});

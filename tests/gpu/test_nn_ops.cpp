@@ -184,6 +184,8 @@ TEST_CASE("embedding: gathers rows and sums repeated positions in the CPU's orde
         // the same bits.
         check_close(nograd::embedding_backward(gpu(dy), gpu(indices), 50), nograd::embedding_backward(dy, indices, 50), 0.0,
                     0.0, what + " backward");
+        check_close(nograd::embedding_backward(gpu(dy), gpu(indices), 50, -47),
+                    nograd::embedding_backward(dy, indices, 50, -47), 0.0, 0.0, what + " backward, padding_idx 3");
       }
     }
   }

@@ -84,6 +84,26 @@ TEST_CASE("Embedding picks rows; its N(0, init_std^2) init has about that spread
   CHECK(std::sqrt(sq / 10000) == doctest::Approx(0.02).epsilon(0.05));
 }
 
+TEST_CASE("Embedding with padding_idx: that row starts at 0 and never gets a grad, as in PyTorch") {
+  Generator gen(12), same(12);
+  Embedding plain(5, 3, same);
+  Embedding emb(5, 3, gen, {.padding_idx = -2});
+  CHECK(emb.padding_idx() == 3);
+  CHECK_FALSE(plain.padding_idx().has_value());
+  const auto w = as_f64(emb.weight()), p = as_f64(plain.weight());
+  for (int64_t i = 0; i < 15; ++i) CHECK(w[i] == (i / 3 == 3 ? 0.0 : p[i]));  // the same draws, row 3 zeroed
+  const Tensor idx = from_vector<int64_t>({3, 1, 3});
+  backward(sum(emb(idx) * 2.0));
+  const auto g = as_f64(emb.weight().grad());
+  for (int64_t i = 0; i < 15; ++i) CHECK(g[i] == (i / 3 == 1 ? 2.0 : 0.0));
+  CHECK_THROWS_WITH_AS(Embedding(5, 3, gen, {.padding_idx = 5}),
+                       "Embedding: padding_idx 5 is out of range for 5 rows (expected -5..4)", Error);
+  CHECK_THROWS_WITH_AS(Embedding(5, 3, gen, {.padding_idx = -6}),
+                       "Embedding: padding_idx -6 is out of range for 5 rows (expected -5..4)", Error);
+  Embedding narrow(100, 2, gen, {.init_std = 0.02, .padding_idx = 0});
+  for (double v : as_f64(narrow.weight())) CHECK(std::abs(v) < 0.2);
+}
+
 TEST_CASE("Dropout drops and rescales only in training mode") {
   Generator gen(13);
   Dropout drop(0.25, gen);
