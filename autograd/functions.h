@@ -6,6 +6,7 @@
 #include <optional>
 #include <vector>
 
+#include "tensor/cross_entropy_options.h"
 #include "tensor/generator.h"
 #include "tensor/reduction.h"
 #include "tensor/tensor.h"
@@ -148,8 +149,13 @@ Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, dou
 // Rows of weight [num, dim] at indices; the padding_idx row (negative counts from the end) gets no
 // grad, as in PyTorch's F.embedding.
 Tensor embedding(const Tensor& weight, const Tensor& indices, std::optional<int64_t> padding_idx = std::nullopt);
+// logits [N, C] against class indices [N]; nn::cross_entropy takes [..., C]. The options are PyTorch's
+// (tensor/cross_entropy_options.h): cross_entropy(x, t, {.weight = w, .label_smoothing = 0.1}). The grad
+// flows to the logits only. Differs from PyTorch on purpose: the loss is f32 for f16/bf16 logits, and
+// a mean over nothing (every target ignored, or zero total weight) is 0, not NaN.
 Tensor cross_entropy(const Tensor& logits, const Tensor& target, int64_t ignore_index = -100,
                      Reduction reduction = Reduction::mean);
+Tensor cross_entropy(const Tensor& logits, const Tensor& target, const CrossEntropyOptions& options);
 // Always drops: a module decides whether it is training.
 Tensor dropout(const Tensor& x, double p, Generator& gen);
 

@@ -182,3 +182,23 @@ TEST_CASE("cross_entropy flattens [B, T, C] logits and skips ignored targets") {
   CHECK_THROWS_WITH_AS(nn::cross_entropy(logits, zeros({6}, DType::i64)),
                        "cross_entropy: target [6] must be logits [2, 3, 4] without the class dim, i.e. [2, 3]", Error);
 }
+
+TEST_CASE("cross_entropy with options on [B, T, C]: weights and smoothing as on the flattened rows") {
+  Generator gen(16);
+  const Tensor logits = randn({2, 3, 4}, gen, DType::f64);
+  const Tensor target = from_vector<int64_t>({0, 3, -100, 2, 1, 1}, {2, 3});
+  const CrossEntropyOptions options{.weight = from_vector<double>({1.0, 0.5, 2.0, 1.5}), .reduction = Reduction::none,
+                                    .label_smoothing = 0.25};
+  const Tensor none = nn::cross_entropy(logits, target, options);
+  CHECK(none.shape() == Shape{2, 3});
+  check_close(as_f64(none), as_f64(accel::cross_entropy(reshape(logits, {6, 4}), reshape(target, {6}), options)), 0.0);
+  CrossEntropyOptions mean = options;
+  mean.reduction = Reduction::mean;
+  // The mean divides by the counted targets' weights: 1 + 1.5 + 2 + 0.5 + 0.5.
+  double total = 0;
+  for (double v : as_f64(none)) total += v;
+  CHECK(nn::cross_entropy(logits, target, mean).item() == doctest::Approx(total / 5.5).epsilon(1e-12));
+  // Documented differences from PyTorch: every target ignored gives 0 (not NaN); f16 logits an f32 loss.
+  CHECK(nn::cross_entropy(logits, full({2, 3}, -100, DType::i64), mean).item() == 0.0);
+  CHECK(nn::cross_entropy(to(logits, DType::f16), target).dtype() == DType::f32);
+}
