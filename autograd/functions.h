@@ -106,7 +106,8 @@ Tensor sum(const Tensor& t, const std::vector<int64_t>& dims, bool keepdim = fal
 Tensor sum(const Tensor& t);
 Tensor mean(const Tensor& t, const std::vector<int64_t>& dims, bool keepdim = false);
 Tensor mean(const Tensor& t);
-// Grad flows to the maximal (minimal) elements, shared equally between ties. A NaN wins.
+// Grad flows to the maximal (minimal) elements, shared equally between ties, as torch.amax/amin and
+// a full torch.max() share it (torch.max(t, dim) does not: see max(t, dim) below). A NaN wins.
 Tensor max(const Tensor& t, const std::vector<int64_t>& dims, bool keepdim = false);
 Tensor max(const Tensor& t);
 Tensor min(const Tensor& t, const std::vector<int64_t>& dims, bool keepdim = false);
@@ -116,7 +117,7 @@ Tensor argmax(const Tensor& t, int64_t dim, bool keepdim = false);
 Tensor argmin(const Tensor& t, int64_t dim, bool keepdim = false);
 
 // max and min over one dim with where they are: auto [values, indices] = max(logits, 1). values is
-// max(t, {dim}, keepdim) and carries the grad; indices (i64) are argmax's, the first of any tie.
+// max(t, {dim}, keepdim) and carries the grad; indices (i64) are argmax's (argmin's), the first of a tie.
 // Differs from PyTorch on purpose: torch.max(t, dim) gives a tie's whole grad to the returned index;
 // here it is shared between the tied elements (as torch.amax shares it), so it does not depend on
 // which tie the index names.

@@ -40,12 +40,37 @@ C class_weight(const C* weight, int64_t c) {
   return weight != nullptr ? weight[c] : C(1);
 }
 
-// sum_c w[c] * (lse - x[c]) over a row, accumulated in f64 (it adds every class of a long row).
+// sum_c w[c] * (lse - x[c]) over a row, accumulated in f64 (it adds every class of a long row); f32
+// and f64 rows go through Eigen.
 template <class T, class C>
 C smooth_sum(const T* row, int64_t classes, const C* weight, C lse) {
+  if constexpr (std::is_same_v<T, C>) {
+    const auto gap = lse - ConstVecMap<C>(row, classes);
+    if (weight == nullptr) return static_cast<C>(gap.template cast<double>().sum());
+    return static_cast<C>((gap * ConstVecMap<C>(weight, classes)).template cast<double>().sum());
+  }
   double acc = 0;
   for (int64_t j = 0; j < classes; ++j) acc += static_cast<double>(class_weight(weight, j) * (lse - load(row[j])));
   return static_cast<C>(acc);
+}
+
+// One row of the weighted, smoothed grad into o: cross_entropy_smoothed_grad_elem, in array form
+// (the same operations in the same order) for f32 and f64.
+template <class T, class C>
+void smoothed_grad_row(T* o, const T* row, int64_t classes, int64_t target, const C* weight, C row_max, C inv_sum,
+                       SmoothedGradCoefs<C> k, C scale) {
+  if constexpr (std::is_same_v<T, C>) {
+    VecMap<C> d(o, classes);
+    d = (ConstVecMap<C>(row, classes) - row_max).exp() * inv_sum * k.on_softmax;
+    d[target] -= k.on_target;
+    if (weight != nullptr) d -= ConstVecMap<C>(weight, classes) * k.on_weight;
+    else d -= k.on_weight;
+    d *= scale;
+    return;
+  }
+  for (int64_t j = 0; j < classes; ++j)
+    o[j] = store<T>(cross_entropy_smoothed_grad_elem(load(row[j]), row_max, inv_sum, j == target,
+                                                     class_weight(weight, j), k, scale));
 }
 
 // What a weighted mean divides by: the counted targets' weights, summed in row order in f64.
@@ -214,9 +239,7 @@ void cross_entropy_backward(const Tensor& grad_logits, const Tensor& grad_loss, 
         const C inv_sum = C(1) / sum_exp;
         const SmoothedGradCoefs<C> k =
             cross_entropy_smoothed_coefs(class_weight(w, t), static_cast<C>(all_weight), eps, n_classes);
-        for (int64_t j = 0; j < classes; ++j)
-          o[j] = store<T>(
-              cross_entropy_smoothed_grad_elem(load(row[j]), row_max, inv_sum, j == t, class_weight(w, j), k, scale));
+        smoothed_grad_row(o, row, classes, t, w, row_max, inv_sum, k, scale);
       }
     });
   });

@@ -114,7 +114,8 @@ Tensor reduce(cpu::ReduceOp op, const char* name, const Tensor& t, const std::ve
   if (op == cpu::ReduceOp::min && !t.device().is_cpu()) {
     // CUDA has no min kernel: a floating min is -max(-t), exact and with max's NaN rule; other
     // dtypes go through the CPU's loop on a host copy.
-    if (!is_floating(t.dtype())) return to_device(reduce(op, name, to_device(t, Device::cpu()), dims, keepdim), t.device());
+    if (!is_floating(t.dtype()))
+      return to_device(reduce(op, name, to_device(t, Device::cpu()), dims, keepdim), t.device());
     ACCEL_DISPATCH(name, t.device(), reduce_rows, cpu::ReduceOp::max, out, neg(plan.rows), plan.outer, plan.inner);
     return neg(out);
   }

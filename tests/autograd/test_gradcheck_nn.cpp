@@ -96,8 +96,9 @@ TEST_CASE("gradcheck: cross_entropy with per-class weight and label_smoothing, f
   for (Reduction reduction : {Reduction::none, Reduction::mean, Reduction::sum}) {
     for (double eps : {0.0, 0.15, 1.0}) {
       INFO("reduction ", static_cast<int>(reduction), " label_smoothing ", eps);
-      check([&](const auto& x) { return cross_entropy(x[0], target, {.reduction = reduction, .label_smoothing = eps}); },
-            {logits});
+      check([&](const auto& x) {
+        return cross_entropy(x[0], target, {.reduction = reduction, .label_smoothing = eps});
+      }, {logits});
       check([&](const auto& x) {
         return cross_entropy(x[0], target, {.weight = weight, .reduction = reduction, .label_smoothing = eps});
       }, {logits});
@@ -107,8 +108,9 @@ TEST_CASE("gradcheck: cross_entropy with per-class weight and label_smoothing, f
       }, {logits});
     }
   }
-  check([&](const auto& x) { return cross_entropy(x[0] * x[0], target, {.weight = weight, .label_smoothing = 0.2}) * 3.0; },
-        {logits});
+  check([&](const auto& x) {
+    return cross_entropy(x[0] * x[0], target, {.weight = weight, .label_smoothing = 0.2}) * 3.0;
+  }, {logits});
 }
 
 TEST_CASE("cross_entropy with options records its node and matches PyTorch's weighted, smoothed mean") {
@@ -117,7 +119,8 @@ TEST_CASE("cross_entropy with options records its node and matches PyTorch's wei
   Tensor x = from_vector<double>({1.0, -0.5, 2.0, 0.25, 0.75, -1.0, 3.0, 0.0, -2.0, -1.5, 0.5, 1.25}, {4, 3})
                  .requires_grad_();
   const Tensor target = from_vector<int64_t>({2, 0, -100, 1});
-  const Tensor loss = cross_entropy(x, target, {.weight = from_vector<double>({0.5, 2.0, 1.5}), .label_smoothing = 0.1});
+  const Tensor weight = from_vector<double>({0.5, 2.0, 1.5});
+  const Tensor loss = cross_entropy(x, target, {.weight = weight, .label_smoothing = 0.1});
   CHECK(loss.grad_fn()->name() == "CrossEntropyBackward");
   CHECK(loss.item() == doctest::Approx(0.9169238847723563).epsilon(1e-14));
   backward(loss);
@@ -134,8 +137,8 @@ TEST_CASE("cross_entropy with options records its node and matches PyTorch's wei
 TEST_CASE("cross_entropy differs from PyTorch on purpose: 0 for every target ignored, f32 for f16 logits") {
   Tensor x = input({3, 4}, 15);
   const Tensor ignored = from_vector<int64_t>({-100, -100, -100});
-  for (const CrossEntropyOptions& options :
-       {CrossEntropyOptions{}, CrossEntropyOptions{.weight = from_vector<double>({1, 2, 3, 4}), .label_smoothing = 0.1}}) {
+  const CrossEntropyOptions weighted{.weight = from_vector<double>({1, 2, 3, 4}), .label_smoothing = 0.1};
+  for (const CrossEntropyOptions& options : {CrossEntropyOptions{}, weighted}) {
     const Tensor loss = cross_entropy(x, ignored, options);
     CHECK(loss.item() == 0.0);
     backward(loss);

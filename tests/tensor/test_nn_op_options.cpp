@@ -246,13 +246,18 @@ TEST_CASE("cross_entropy mean over zero total weight is 0, not NaN, with weights
   for (const Tensor& target : {all_ignored, zero_weighted}) {
     const CrossEntropyOptions options{.weight = from_vector<double>({0.0, 2.0, 1.5}), .label_smoothing = 0.0};
     CHECK(nograd::cross_entropy(logits, target, options).item() == 0.0);
-    CHECK(values(nograd::cross_entropy_backward(scalar_tensor(1.0, DType::f64), logits, target, options)) == Vec(12, 0.0));
+    const Tensor one = scalar_tensor(1.0, DType::f64);
+    CHECK(values(nograd::cross_entropy_backward(one, logits, target, options)) == Vec(12, 0.0));
     CHECK(nograd::cross_entropy_by_ops(logits, target, options).item() == 0.0);
     CHECK(values(nograd::cross_entropy_backward_by_ops(scalar_tensor(1.0, DType::f64), logits, target, options)) ==
           Vec(12, 0.0));
   }
   const CrossEntropyOptions smoothed{.weight = from_vector(kWeight), .label_smoothing = 0.3};
   CHECK(nograd::cross_entropy(logits, all_ignored, smoothed).item() == 0.0);
+  // Smoothing gives zero-weight targets a loss, but the mean still divides by their weight: 0 by the rule.
+  const CrossEntropyOptions zero_target_weight{.weight = from_vector<double>({0.0, 2.0, 1.5}), .label_smoothing = 0.3};
+  CHECK(nograd::cross_entropy(logits, zero_weighted, zero_target_weight).item() == 0.0);
+  CHECK(nograd::cross_entropy_by_ops(logits, zero_weighted, zero_target_weight).item() == 0.0);
   CHECK(values(nograd::cross_entropy(logits, all_ignored, {.reduction = Reduction::none, .label_smoothing = 0.5})) ==
         Vec(4, 0.0));
 }
