@@ -16,6 +16,8 @@ using Grads = std::vector<Tensor>;
 namespace {
 
 Tensor zero_like_scalar(const Tensor& t) { return scalar_tensor(0.0, t.dtype(), t.device()); }
+// A 0-d tensor of value in like's dtype and device: the scalar operand of a binary op.
+Tensor scalar_like(double value, const Tensor& like) { return scalar_tensor(value, like.dtype(), like.device()); }
 Tensor unbroadcast(const Tensor& grad, const Tensor& input) { return nograd::sum_to_shape(grad, input.shape()); }
 
 }  // namespace
@@ -211,10 +213,6 @@ Tensor operator-(const Tensor& a, const Tensor& b) { return sub(a, b); }
 Tensor operator*(const Tensor& a, const Tensor& b) { return mul(a, b); }
 Tensor operator/(const Tensor& a, const Tensor& b) { return div(a, b); }
 Tensor operator-(const Tensor& t) { return neg(t); }
-namespace {
-Tensor scalar_like(double value, const Tensor& like) { return scalar_tensor(value, like.dtype(), like.device()); }
-}  // namespace
-
 Tensor add(const Tensor& a, double b) { return add(a, scalar_like(b, a)); }
 Tensor sub(const Tensor& a, double b) { return sub(a, scalar_like(b, a)); }
 Tensor mul(const Tensor& a, double b) { return mul(a, scalar_like(b, a)); }
