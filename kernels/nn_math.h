@@ -96,6 +96,36 @@ ACCEL_HD C cross_entropy_grad_elem(C x, C row_max, C inv_sum, bool is_target, C 
   return scale * (softmax_elem(x, row_max, inv_sum) - (is_target ? C(1) : C(0)));
 }
 
+// Cross-entropy with per-class weights w and label smoothing eps over C classes, PyTorch's: a row with
+// target t costs (1 - eps) * w[t] * nll + eps / C * smooth_sum, where nll = logsumexp(x) - x[t] and
+// smooth_sum = sum_c w[c] * (logsumexp(x) - x[c]). Callers pass smooth_sum = 0 when eps = 0, so an
+// infinite smooth_sum (a -inf logit) cannot make 0 * inf.
+template <class C>
+ACCEL_HD C cross_entropy_smoothed_row_loss(C nll, C target_weight, C smooth_sum, C eps, C classes) {
+  return (C(1) - eps) * target_weight * nll + eps / classes * smooth_sum;
+}
+
+// The per-row factors of that loss's grad: d loss / d x[j] = scale * (softmax(x)[j] * on_softmax -
+// [j == t] * on_target - w[j] * on_weight), with on_target = (1 - eps) * w[t], on_weight = eps / C and
+// on_softmax = on_target + on_weight * sum_c w[c] (the weight the row's targets add up to).
+template <class C>
+struct SmoothedGradCoefs {
+  C on_softmax, on_target, on_weight;
+};
+
+template <class C>
+ACCEL_HD SmoothedGradCoefs<C> cross_entropy_smoothed_coefs(C target_weight, C total_weight, C eps, C classes) {
+  const C on_target = (C(1) - eps) * target_weight, on_weight = eps / classes;
+  return {on_target + on_weight * total_weight, on_target, on_weight};
+}
+
+template <class C>
+ACCEL_HD C cross_entropy_smoothed_grad_elem(C x, C row_max, C inv_sum, bool is_target, C weight, SmoothedGradCoefs<C> k,
+                                            C scale) {
+  return scale * (softmax_elem(x, row_max, inv_sum) * k.on_softmax - (is_target ? k.on_target : C(0)) -
+                  weight * k.on_weight);
+}
+
 // Dropout keeps element i when its uniform draw u in [0, 1) satisfies u >= p: p = 0 keeps every
 // element and p = 1 none. u has 24 random bits, so the kept fraction is 1 - ceil(p * 2^24) / 2^24.
 ACCEL_HD bool dropout_keep_word(uint32_t word, float p) { return philox_uniform(word) >= p; }
