@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "accel.h"
-#include "tests/activation_reference.h"
+#include "bench/activation_reference.h"
 
 using namespace accel;
 using namespace accel::test;

@@ -10,7 +10,7 @@
 
 #include "kernels/activation_math.h"
 #include "kernels/elementwise_math.h"
-#include "tests/activation_reference.h"
+#include "bench/activation_reference.h"
 
 using namespace accel;
 using namespace accel::test;

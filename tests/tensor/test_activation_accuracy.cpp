@@ -11,7 +11,7 @@
 #include "tensor/nograd/copy.h"
 #include "tensor/nograd/elementwise.h"
 #include "tensor/nograd/views.h"
-#include "tests/activation_reference.h"
+#include "bench/activation_reference.h"
 
 using namespace accel;
 using namespace accel::test;
