@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <string>
 #include <vector>
 
 #include "accel.h"
@@ -60,7 +61,7 @@ TEST_CASE("f16/bf16 matmul grads over a broadcast batch are summed in f32 and ro
   };
   for (DType dtype : {DType::f16, DType::bf16}) {
     for (const auto& [sa, sb] : cases) {
-      INFO(dtype_name(dtype), " ", shape_str(sa), " x ", shape_str(sb));
+      INFO(std::string(dtype_name(dtype)), " ", shape_str(sa), " x ", shape_str(sb));
       CHECK(worst_half_ulps(sa, sb, dtype) <= 1.02);
     }
   }

@@ -5,6 +5,7 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <string>
 #include <vector>
 
 #include "accel.h"
@@ -96,7 +97,7 @@ TEST_CASE("f16 and bf16 tanh and gelu compute the f32 math and round once") {
         values(nograd::to_dtype(nograd::to_dtype(nograd::tanh(from_vector<float>(widened)), dtype), DType::f32));
     const std::vector<float> want_gelu =
         values(nograd::to_dtype(nograd::to_dtype(nograd::gelu(from_vector<float>(widened)), dtype), DType::f32));
-    INFO(dtype_name(dtype));
+    INFO(std::string(dtype_name(dtype)));
     CHECK(got_tanh == want_tanh);
     CHECK(got_gelu == want_gelu);
   }

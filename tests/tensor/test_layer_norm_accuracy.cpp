@@ -1,6 +1,7 @@
 // layer_norm on rows far from zero (1000 + N(0, 1) in f32) against f64 statistics computed here, for
-// rows 64 to 8192 wide: the output within 2e-6 (an f32 sum taken one element at a time was 3e-4 to
-// 2.5e-3 off, growing with the width), the mean within half an ulp, and the input grad within 1e-4.
+// rows 64 to 8192 wide: the output within 2e-6 (an f32 sum taken one element at a time was 1.7e-4 to
+// 3e-3 off, growing with the width), the mean within half an ulp, and the input grad within 5e-6
+// (it was 7e-6 to 2.2e-5: its xhat is taken from the saved mean).
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -74,6 +75,6 @@ TEST_CASE("layer_norm backward stays accurate on rows far from zero") {
       }
     }
     INFO("dim ", dim, ": input grad ", worst);
-    CHECK(worst < 1e-4);
+    CHECK(worst < 5e-6);
   }
 }
