@@ -62,10 +62,42 @@ ACCEL_HD C layer_norm_rstd(C var, C eps) {
   return C(1) / math_sqrt(var + eps);
 }
 
+// Layer norm's row statistics, in two passes that stay accurate on rows far from zero (one element at
+// a time, an f32 sum of 1000 + N(0, 1) keeps a few bits of each deviation, and loses more as the row
+// grows). Pass 1 sums x - shift, shift = the row's first element, for the mean. Pass 2 sums
+// d = x - mean (exact where x is within a factor of 2 of mean) and d^2: sum(d) / n is what the rounded
+// mean missed, which the variance is corrected for (the corrected two-pass formula of Chan, Golub and
+// LeVeque) and the output subtracts. Each pass sums in a tree (the CPU's pairwise blocks, the GPU's
+// lanes and warps), so rounding grows as log n.
+template <class C>
+struct LayerNormRow {
+  C mean;      // the rounded mean the deviations d were taken from
+  C residual;  // sum(d) / n: the row's mean is mean + residual
+  C rstd;
+};
+
+template <class C>
+ACCEL_HD C layer_norm_mean(C shift, C shifted_sum, C inv_dim) {
+  return shift + shifted_sum * inv_dim;
+}
+
+template <class C>
+ACCEL_HD LayerNormRow<C> layer_norm_row(C mean, C dev_sum, C dev_sq_sum, C inv_dim, C eps) {
+  const C residual = dev_sum * inv_dim;
+  const C var = (dev_sq_sum - dev_sum * residual) * inv_dim;
+  return {mean, residual, layer_norm_rstd(var < C(0) ? C(0) : var, eps)};  // NaN passes
+}
+
+// The mean a row reports (and the backward reads): mean + residual, rounded once.
+template <class C>
+ACCEL_HD C layer_norm_row_mean(const LayerNormRow<C>& row) {
+  return row.mean + row.residual;
+}
+
 // The normalise-then-affine step; w = 1 and b = 0 when the layer has no weight / bias.
 template <class C>
-ACCEL_HD C layer_norm_elem(C x, C mean, C rstd, C w, C b) {
-  return (x - mean) * rstd * w + b;
+ACCEL_HD C layer_norm_elem(C x, const LayerNormRow<C>& row, C w, C b) {
+  return ((x - row.mean) - row.residual) * row.rstd * w + b;
 }
 
 // dx of layer norm for one element. With xhat = (x - mean) * rstd and dxhat = dy * w, the row means

@@ -162,9 +162,8 @@ Tensor abs(const Tensor& t) {
 
 Tensor tanh(const Tensor& t) {
   Tensor out = nograd::tanh(t);
-  record("TanhBackward", {t}, {out}, [out = detach(out)](const Grads& g) -> Grads {
-    return {nograd::mul(g[0], nograd::sub(ones_like(out), nograd::mul(out, out)))};
-  });
+  // From the input: 1 - out^2 would cancel where tanh saturates.
+  record("TanhBackward", {t}, {out}, [t = detach(t)](const Grads& g) -> Grads { return {nograd::tanh_backward(g[0], t)}; });
   return out;
 }
 
