@@ -13,6 +13,7 @@
 #include "runtime/precision/make_precision.h"
 #include "runtime/strategy/data_parallel.h"
 #include "runtime/strategy/make_strategy.h"
+#include "tensor/deterministic.h"
 #include "tensor/nograd/elementwise.h"
 
 namespace accel {
@@ -27,6 +28,7 @@ Accelerator::Accelerator(AcceleratorOptions options)
       collectives_(*env_, gradient_state_),
       even_batches_(options.even_batches),
       split_batches_(options.split_batches) {
+  set_deterministic_mode(settings_.deterministic.value);
   if (options.print_settings && is_main_process()) print_settings();
 }
 
