@@ -120,9 +120,10 @@ std::string EffectiveSettings::describe() const {
       name_of(mixed_precision.value), mixed_precision.source, name_of(grad_comm_dtype.value), grad_comm_dtype.source,
       cpu.value, cpu.source, gradient_accumulation_steps.value, gradient_accumulation_steps.source,
       name_of(backend.value), backend.source, bucket_cap_mb.value, bucket_cap_mb.source,
-      // Named once chosen: a start-up line with no word on it means the default, off.
-      deterministic.source == "default" ? ""
-                                        : fmt::format(", deterministic={} ({})", deterministic.value, deterministic.source),
+      // Named once chosen: a start-up line without it means the default, off.
+      deterministic.source == "default"
+          ? ""
+          : fmt::format(", deterministic={} ({})", deterministic.value, deterministic.source),
       config_path.empty() ? "" : fmt::format(", config file {}", config_path));
 }
 

@@ -105,7 +105,30 @@ constexpr double kMinThreadWork = 50000.0;
 // [8, 2048] x [2048, 8]). In deterministic mode every output is cut into tiles that depend on the
 // shapes alone, and each tile is one Eigen GEMM on one thread over the whole inner dim: which thread
 // computes a tile, and how many threads there are, changes nothing in its result.
-constexpr int64_t kTileRows = 128, kTileCols = 128;
+//
+// Tiles are square. 256 x 256 cost 0-4 % on one thread against one whole-matrix GEMM, 128 x 128
+// 10-13 % (the operands are repacked per tile), so the edge is the largest of 256, 128 and 64 that
+// still gives kSpreadTiles tiles in all: large products run at Eigen's speed, mid-size ones still
+// spread over up to kSpreadTiles threads. A product with fewer tiles than threads leaves the others idle.
+constexpr int64_t kSpreadTiles = 16;
+
+// The fixed tiles of `products` [m, n] outputs with inner dim k; a function of the shapes alone.
+struct TileGrid {
+  int64_t products, m, n, k;
+  int64_t edge = 0, row_tiles = 0, col_tiles = 0;
+  int64_t count() const { return products * row_tiles * col_tiles; }
+};
+
+TileGrid tile_grid(int64_t products, int64_t m, int64_t n, int64_t k) {
+  TileGrid g{products, m, n, k};
+  for (const int64_t edge : {256, 128, 64}) {
+    g.edge = edge;
+    g.row_tiles = (m + edge - 1) / edge;
+    g.col_tiles = (n + edge - 1) / edge;
+    if (g.count() >= kSpreadTiles) break;
+  }
+  return g;
+}
 
 template <class C>
 using OutBlock = Eigen::Map<Eigen::Matrix<C, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>, Eigen::Unaligned,
@@ -117,6 +140,23 @@ Matrix<T> block_of(const Matrix<T>& m, int64_t r0, int64_t rows, int64_t c0, int
   return {m.data + r0 * m.row_stride + c0 * m.col_stride, rows, cols, m.row_stride, m.col_stride, m.layout};
 }
 
+// The inner dim in fixed panels: Eigen sums a panel no longer than its own L1-sized block (152 or
+// more with a 32 KiB L1 data cache, for f32 and f64, AVX2 or AVX-512) in one sequence, so these
+// panels, not the machine's cache sizes, decide how each dot product is grouped.
+constexpr int64_t kInnerPanel = 128;
+
+// o = a @ b (or += with Accumulate), one inner panel at a time.
+template <bool Accumulate, class Out, class A, class B>
+void panel_product(Out&& o, const A& a, const B& b) {
+  const Eigen::Index k = a.cols();
+  if (k == 0 && !Accumulate) o.setZero();
+  for (Eigen::Index k0 = 0; k0 < k; k0 += kInnerPanel) {
+    const Eigen::Index kp = std::min<Eigen::Index>(kInnerPanel, k - k0);
+    if (Accumulate || k0 > 0) o.noalias() += a.middleCols(k0, kp) * b.middleRows(k0, kp);
+    else o.noalias() = a.middleCols(k0, kp) * b.middleRows(k0, kp);
+  }
+}
+
 // out, a row-major block with leading dim ld, = a @ b (or += with Accumulate, which needs out in the
 // compute type). Called with Eigen limited to this thread.
 template <bool Accumulate, class TOut, class T, class C>
@@ -126,11 +166,9 @@ void gemm_block(TOut* out, int64_t ld, const Matrix<T>& a, const Matrix<T>& b, W
   with_map<C>(a, ws.a, [&](const auto& ma) {
     with_map<C>(b, ws.b, [&](const auto& mb) {
       if constexpr (std::is_same_v<TOut, C>) {
-        OutBlock<C> o(out, rows, cols, Eigen::OuterStride<>(ld));
-        if constexpr (Accumulate) o.noalias() += ma * mb;
-        else o.noalias() = ma * mb;
+        panel_product<Accumulate>(OutBlock<C>(out, rows, cols, Eigen::OuterStride<>(ld)), ma, mb);
       } else {
-        OutMap<C>(ws.out.data(), rows, cols).noalias() = ma * mb;
+        panel_product<false>(OutMap<C>(ws.out.data(), rows, cols), ma, mb);
         for (int64_t i = 0; i < a.rows; ++i)
           for (int64_t j = 0; j < b.cols; ++j) out[i * ld + j] = store<TOut>(ws.out[i * b.cols + j]);
       }
@@ -138,31 +176,28 @@ void gemm_block(TOut* out, int64_t ld, const Matrix<T>& a, const Matrix<T>& b, W
   });
 }
 
-// One thread's buffers for a tile of [rows, k] x [k, n] operands (see Workspace).
+// One thread's buffers for a tile of g (see Workspace).
 template <class C>
-void size_for_tiles(Workspace<C>& ws, int64_t rows, int64_t n, int64_t k, bool widen_a, bool widen_b, bool widen_out) {
-  const int64_t tr = std::min(rows, kTileRows), tc = std::min(n, kTileCols);
-  if (widen_a) ws.a.resize(static_cast<size_t>(tr * k));
-  if (widen_b) ws.b.resize(static_cast<size_t>(k * tc));
+void size_for_tiles(Workspace<C>& ws, const TileGrid& g, bool widen_a, bool widen_b, bool widen_out) {
+  const int64_t tr = std::min(g.m, g.edge), tc = std::min(g.n, g.edge);
+  if (widen_a) ws.a.resize(static_cast<size_t>(tr * g.k));
+  if (widen_b) ws.b.resize(static_cast<size_t>(g.k * tc));
   if (widen_out) ws.out.resize(static_cast<size_t>(tr * tc));
 }
 
-// How many threads the tiles of `products` [rows, n] outputs with inner dim k are spread over.
-int tile_teams(int64_t products, int64_t rows, int64_t n, int64_t k) {
+// How many threads g's tiles are spread over: no more than there are tiles, nor than the work pays for.
+int tile_teams(const TileGrid& g) {
   const int threads = omp_in_parallel() ? 1 : omp_get_max_threads();
-  const int64_t tiles = products * ((rows + kTileRows - 1) / kTileRows) * ((n + kTileCols - 1) / kTileCols);
-  const double work = static_cast<double>(products) * static_cast<double>(rows) * static_cast<double>(n) *
-                      static_cast<double>(k);
+  const double work = static_cast<double>(g.products) * static_cast<double>(g.m) * static_cast<double>(g.n) *
+                      static_cast<double>(g.k);
   return static_cast<int>(
-      std::max<int64_t>(1, std::min<int64_t>({threads, tiles, static_cast<int64_t>(work / kMinThreadWork)})));
+      std::max<int64_t>(1, std::min<int64_t>({threads, g.count(), static_cast<int64_t>(work / kMinThreadWork)})));
 }
 
-// Calls tile(product, r0, rows, c0, cols, thread) for every fixed tile of `products` [m, n] outputs,
-// on `teams` threads.
+// Calls tile(product, r0, rows, c0, cols, thread) for every tile of g, on `teams` threads.
 template <class F>
-void for_each_tile(int64_t products, int64_t m, int64_t n, int teams, F&& tile) {
-  const int64_t col_tiles = (n + kTileCols - 1) / kTileCols;
-  const int64_t per_product = ((m + kTileRows - 1) / kTileRows) * col_tiles, tasks = products * per_product;
+void for_each_tile(const TileGrid& g, int teams, F&& tile) {
+  const int64_t per_product = g.row_tiles * g.col_tiles, tasks = g.count();
 #pragma omp parallel num_threads(teams)
   {
     // Eigen threads a GEMM itself whenever it sees more than one thread to use, with a blocking that
@@ -172,9 +207,9 @@ void for_each_tile(int64_t products, int64_t m, int64_t n, int teams, F&& tile) 
     const int thread = omp_get_thread_num();
 #pragma omp for schedule(static)
     for (int64_t i = 0; i < tasks; ++i) {
-      const int64_t p = i / per_product, r0 = (i % per_product) / col_tiles * kTileRows,
-                    c0 = i % col_tiles * kTileCols;
-      tile(p, r0, std::min(kTileRows, m - r0), c0, std::min(kTileCols, n - c0), thread);
+      const int64_t p = i / per_product, r0 = (i % per_product) / g.col_tiles * g.edge,
+                    c0 = i % g.col_tiles * g.edge;
+      tile(p, r0, std::min(g.edge, g.m - r0), c0, std::min(g.edge, g.n - c0), thread);
     }
   }
 }
@@ -220,19 +255,19 @@ struct ProductPlan {
 
 // matmul in deterministic mode: every product's output in fixed tiles (see for_each_tile).
 void matmul_tiles(const Tensor& out, const Tensor& a, const Tensor& b, const ProductPlan& p) {
-  const int teams = tile_teams(p.products, p.rows, p.n, p.k);
+  const TileGrid grid = tile_grid(p.products, p.rows, p.n, p.k);
+  const int teams = tile_teams(grid);
   dispatch_floating(out.dtype(), "matmul", [&]<class T>() {
     using C = compute_t<T>;
     const bool widen = !std::is_same_v<T, C>;
     std::vector<Workspace<C>> spaces(static_cast<size_t>(teams));
     for (Workspace<C>& ws : spaces)
-      size_for_tiles(ws, p.rows, p.n, p.k, widen || p.layout_a.layout == GemmLayout::copy,
+      size_for_tiles(ws, grid, widen || p.layout_a.layout == GemmLayout::copy,
                      widen || p.layout_b.layout == GemmLayout::copy, widen);
     const T* pa = static_cast<const T*>(a.data_ptr());
     const T* pb = static_cast<const T*>(b.data_ptr());
     T* po = static_cast<T*>(out.data_ptr());
-    for_each_tile(p.products, p.rows, p.n, teams, [&](int64_t i, int64_t r0, int64_t tr, int64_t c0, int64_t tc,
-                                                      int thread) {
+    for_each_tile(grid, teams, [&](int64_t i, int64_t r0, int64_t tr, int64_t c0, int64_t tc, int thread) {
       const Matrix<T> ma{pa + batch_offset(i, p.batch, a.strides()), p.rows, p.k, p.a_row_stride, a.stride(-1),
                          p.layout_a};
       const Matrix<T> mb{pb + batch_offset(i, p.batch, b.strides()), p.k, p.n, b.stride(-2), b.stride(-1), p.layout_b};
@@ -246,10 +281,11 @@ void matmul_tiles(const Tensor& out, const Tensor& a, const Tensor& b, const Pro
 // x @ w in fixed tiles.
 template <class T, class C>
 void linear_tiles(C* acc, const Matrix<T>& x, const Matrix<T>& w, bool widen_x, bool widen_w) {
-  const int teams = tile_teams(1, x.rows, w.cols, x.cols);
+  const TileGrid grid = tile_grid(1, x.rows, w.cols, x.cols);
+  const int teams = tile_teams(grid);
   std::vector<Workspace<C>> spaces(static_cast<size_t>(teams));
-  for (Workspace<C>& ws : spaces) size_for_tiles(ws, x.rows, w.cols, x.cols, widen_x, widen_w, false);
-  for_each_tile(1, x.rows, w.cols, teams, [&](int64_t, int64_t r0, int64_t tr, int64_t c0, int64_t tc, int thread) {
+  for (Workspace<C>& ws : spaces) size_for_tiles(ws, grid, widen_x, widen_w, false);
+  for_each_tile(grid, teams, [&](int64_t, int64_t r0, int64_t tr, int64_t c0, int64_t tc, int thread) {
     gemm_block<true>(acc + r0 * w.cols + c0, w.cols, block_of(x, r0, tr, 0, x.cols), block_of(w, 0, x.cols, c0, tc),
                      spaces[static_cast<size_t>(thread)]);
   });

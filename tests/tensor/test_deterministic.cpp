@@ -1,7 +1,10 @@
 // Deterministic mode: every CPU op gives the same bits on 1, 2, 3 and 4 OpenMP threads, and the
-// long-inner-dim matmul that motivated it does not without the mode.
+// long-inner-dim matmul that motivated it does not without the mode; matmul's bits do not depend on
+// the CPU cache sizes either.
 #include <doctest/doctest.h>
 #include <omp.h>
+
+#include <Eigen/Core>
 
 #include <cstring>
 #include <functional>
@@ -102,6 +105,11 @@ TEST_CASE("in deterministic mode matmul and linear give the same bits on 1 to 4 
                                  nograd::linear(ad, wd, Tensor())};
     });
   }
+  // Tiles of every edge: 64 (above), 128 and 256, each with a partial last row and column of tiles.
+  const Tensor tall = randn32({1100, 96}, 24), wide = randn32({96, 1030}, 25), mid = randn32({600, 96}, 26);
+  check_thread_independent("matmul in 128 and 256 tiles", [&] {
+    return std::vector<Tensor>{nograd::matmul(tall, wide), nograd::matmul(mid, nograd::narrow(wide, 1, 0, 520))};
+  });
   // Operands read in place as column-major maps, and copied (no unit stride in either dim).
   const Tensor bt = nograd::transpose(nograd::contiguous(nograd::transpose(b, 0, 1)), 0, 1);
   const Tensor a_strided = nograd::slice(randn32({300, 1024}, 7), 1, 0, 1024, 2);
@@ -109,7 +117,8 @@ TEST_CASE("in deterministic mode matmul and linear give the same bits on 1 to 4 
   REQUIRE(a_strided.stride(1) == 2);
   REQUIRE(b_strided.stride(1) == 2);
   check_thread_independent("matmul of strided operands", [&] {
-    return std::vector<Tensor>{nograd::matmul(a, bt), nograd::matmul(a_strided, b), nograd::matmul(a_strided, b_strided),
+    return std::vector<Tensor>{nograd::matmul(a, bt), nograd::matmul(a_strided, b),
+                               nograd::matmul(a_strided, b_strided),
                                nograd::linear(a_strided, nograd::transpose(b_strided, 0, 1), bias)};
   });
   // Batches: a weight broadcast over a batch (folded into one GEMM), many small products, a batch
@@ -124,6 +133,24 @@ TEST_CASE("in deterministic mode matmul and linear give the same bits on 1 to 4 
                                nograd::matmul(a, v),
                                nograd::matmul(zeros({300, 0}), zeros({0, 7}))};
   });
+}
+
+TEST_CASE("in deterministic mode matmul does not depend on the cache sizes Eigen blocks for (other machines)") {
+  const Tensor a = randn32({300, 2000}, 27), b = randn32({2000, 280}, 28);
+  const std::ptrdiff_t l1 = Eigen::l1CacheSize(), l2 = Eigen::l2CacheSize(), l3 = Eigen::l3CacheSize();
+  auto with_caches = [&](std::ptrdiff_t c1, std::ptrdiff_t c2, std::ptrdiff_t c3, bool deterministic) {
+    Eigen::setCpuCacheSizes(c1, c2, c3);
+    const DeterministicGuard mode(deterministic);
+    const Bytes out = run_on(1, [&] { return std::vector<Tensor>{nograd::matmul(a, b)}; })[0];
+    Eigen::setCpuCacheSizes(l1, l2, l3);
+    return out;
+  };
+  const Bytes here = with_caches(48 << 10, 2 << 20, 32 << 20, true);
+  // Eigen's own blocking follows the cache sizes: the default result changes with them.
+  CHECK(with_caches(48 << 10, 2 << 20, 32 << 20, false) != with_caches(32 << 10, 512 << 10, 8 << 20, false));
+  CHECK(with_caches(32 << 10, 512 << 10, 8 << 20, true) == here);
+  CHECK(with_caches(64 << 10, 1 << 20, 16 << 20, true) == here);
+  CHECK(with_caches(32 << 10, 256 << 10, 0, true) == here);
 }
 
 TEST_CASE("in deterministic mode elementwise ops give the same bits on 1 to 4 threads, aligned or not") {
