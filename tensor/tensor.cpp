@@ -12,6 +12,10 @@ namespace accel {
 
 Tensor Tensor::make_view(std::shared_ptr<Storage> storage, Shape shape, Strides strides, int64_t offset,
                          DType dtype) {
+  if (shape.size() != strides.size())
+    throw Error(fmt::format("Tensor::make_view: shape {} and strides {} differ in rank", shape_str(shape),
+                            shape_str(strides)));
+  shape_numel(shape, "Tensor::make_view");  // every view's numel() must be countable
   auto impl = std::make_shared<TensorImpl>();
   impl->storage = std::move(storage);
   impl->shape = std::move(shape);

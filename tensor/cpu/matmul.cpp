@@ -140,9 +140,10 @@ Matrix<T> block_of(const Matrix<T>& m, int64_t r0, int64_t rows, int64_t c0, int
   return {m.data + r0 * m.row_stride + c0 * m.col_stride, rows, cols, m.row_stride, m.col_stride, m.layout};
 }
 
-// The inner dim in fixed panels: Eigen sums a panel no longer than its own L1-sized block (152 or
-// more with a 32 KiB L1 data cache, for f32 and f64, AVX2 or AVX-512) in one sequence, so these
-// panels, not the machine's cache sizes, decide how each dot product is grouped.
+// The inner dim in fixed panels: Eigen sums a panel no longer than its own L1-sized block in one
+// sequence (that block is 253 or more with a 32 KiB L1 data cache: f64 with AVX2 is the smallest
+// case, f32 and AVX-512 allow more), so these panels, not the machine's cache sizes, decide how each
+// dot product is grouped.
 constexpr int64_t kInnerPanel = 128;
 
 // o = a @ b (or += with Accumulate), one inner panel at a time.
