@@ -50,6 +50,14 @@ int64_t Tensor::offset() const {
 
 int64_t Tensor::numel() const { return shape_numel(shape()); }
 
+size_t Tensor::nbytes() const {
+  const std::optional<int64_t> bytes = mul_checked(numel(), static_cast<int64_t>(dtype_size(dtype())));
+  if (!bytes)
+    throw Error(fmt::format("Tensor::nbytes: shape {} of {} takes {} x {} bytes, more than int64 can count",
+                            shape_str(shape()), dtype_name(dtype()), numel(), dtype_size(dtype())));
+  return static_cast<size_t>(*bytes);
+}
+
 DType Tensor::dtype() const {
   check_defined("dtype");
   return impl_->dtype;

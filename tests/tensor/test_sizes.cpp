@@ -86,6 +86,10 @@ TEST_CASE("views refuse shapes that overflow, and read huge stride-0 views witho
   // 2^62 elements that all are the one element of s: a view costs nothing, and narrow + item reads it.
   const Tensor huge = nograd::expand(s, {p2(31), p2(31)});
   CHECK(huge.numel() == p2(62));
+  CHECK_THROWS_WITH_AS(huge.nbytes(),
+                       "Tensor::nbytes: shape [2147483648, 2147483648] of f32 takes 4611686018427387904 x 4 bytes, "
+                       "more than int64 can count",
+                       Error);
   CHECK(nograd::narrow(nograd::narrow(huge, 0, p2(31) - 1, 1), 1, p2(30), 1).item() == 3.0);
   CHECK(nograd::select(nograd::select(huge, 0, -1), 0, -1).item() == 3.0);
   // Copying it would take 2^64 bytes: refused, not wrapped.
