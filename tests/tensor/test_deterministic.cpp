@@ -210,6 +210,20 @@ TEST_CASE("in deterministic mode reductions, softmax, layer_norm, cross_entropy,
                                nograd::cross_entropy_backward(ones({}), x, target),
                                nograd::embedding_backward(rows, idx, 50)};
   });
+  // The ops issue 18 added: cross_entropy's weight and smoothing, max/min over a dim with indices,
+  // embedding's padding_idx and the f32 tanh/gelu grads taken from the input.
+  const CrossEntropyOptions options{.weight = randn32({333}, 23, 0.5, 2.0), .label_smoothing = 0.1};
+  check_thread_independent("issue 18 ops", [&] {
+    return std::vector<Tensor>{nograd::cross_entropy(x, target, options),
+                               nograd::cross_entropy_backward(ones({}), x, target, options),
+                               nograd::max(x, {1}),
+                               nograd::argmax(x, 1),
+                               nograd::min(x3, {0}),
+                               nograd::argmin(x3, 2),
+                               nograd::embedding_backward(rows, idx, 50, 7),
+                               nograd::tanh_backward(dy, x),
+                               nograd::gelu_backward(dy, x)};
+  });
   check_thread_independent("adamw", [&] {
     const Tensor p = nograd::clone(x), m = zeros({257, 333}), v = zeros({257, 333});
     nograd::adamw_step_({p}, {dy}, {m}, {v}, {}, 1);
