@@ -1,6 +1,7 @@
 // The ops issue 18 touched (tanh, gelu, layer_norm, cross_entropy), forward and forward + backward
 // through the user's API, in a source that also builds against older trees so that their times can
-// be compared binary against binary (bench/README.md, "Numerics").
+// be compared binary against binary (bench/README.md, "Numerics"); last, a small GPT's loss, where
+// the same ops run among the matmuls.
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
@@ -80,6 +81,24 @@ std::vector<Row> rows() {
   return out;
 }
 
+// The same ops inside a model: a small GPT's loss (layer_norm, gelu, cross_entropy around its matmuls).
+void gpt_row(int warmup, int repeats) {
+  Generator gen(8);
+  const nn::GPTConfig config{.vocab_size = 256, .block_size = 128, .n_layer = 2, .n_head = 4, .n_embd = 256};
+  nn::GPT model(config, gen);
+  const Tensor idx = to(rand({8, 128}, gen, DType::f64) * 255.0, DType::i64);
+  const Tensor target = to(rand({8, 128}, gen, DType::f64) * 255.0, DType::i64);
+  const double fwd = time_ms(warmup, repeats, [&] {
+    NoGradGuard no_grad;
+    (void)nn::cross_entropy(model(idx), target);
+  });
+  const double both = time_ms(warmup, repeats, [&] {
+    model.zero_grad();
+    backward(nn::cross_entropy(model(idx), target));
+  });
+  fmt::print("{:<32} {:>10} {:>12.3f} {:>14.3f}\n", "GPT 2x256 loss, 8x128 tokens", "1024x256", fwd, both);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -115,5 +134,6 @@ int main(int argc, char** argv) {
     });
     fmt::print("{:<32} {:>10} {:>12.3f} {:>14.3f}\n", r.op, r.shape, fwd, both);
   }
+  gpt_row(warmup, repeats);
   return 0;
 }
