@@ -92,8 +92,11 @@ TEST_CASE("views refuse shapes that overflow, and read huge stride-0 views witho
                        Error);
   CHECK(nograd::narrow(nograd::narrow(huge, 0, p2(31) - 1, 1), 1, p2(30), 1).item() == 3.0);
   CHECK(nograd::select(nograd::select(huge, 0, -1), 0, -1).item() == 3.0);
-  // Copying it would take 2^64 bytes: refused, not wrapped.
+  // Copying it would take 2^64 bytes: refused, not wrapped, by the readers as by contiguous.
   CHECK_THROWS_WITH_AS(nograd::contiguous(huge), doctest::Contains("more than int64 can count"), Error);
+  CHECK_THROWS_WITH_AS(huge.to_vector<float>(), doctest::Contains("[2147483648, 2147483648]"), Error);
+  CHECK_THROWS_WITH_AS(huge.item(),
+                       "Tensor::item: expected a one-element tensor, got shape [2147483648, 2147483648]", Error);
   CHECK_THROWS_WITH_AS(nograd::add(nograd::expand(s, {p2(40), 1}), nograd::expand(s, {1, p2(40)})),
                        doctest::Contains("has more elements than int64 can count"), Error);
   CHECK_THROWS_WITH_AS(nograd::cat({nograd::expand(s, {p2(62)}), nograd::expand(s, {p2(62)})}, 0),
