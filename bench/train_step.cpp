@@ -1,6 +1,7 @@
 // Training-step benchmark: the MLP 784-1024-1024-10 (ReLU), batch 256, AdamW, f32, on random data,
 // trained by the loop a user writes; reports the median step time, its GFLOP/s, and that rate as a
-// fraction of the rate of the same GEMMs run as plain matmuls in the same process.
+// fraction of the rate of the same GEMMs run as plain matmuls in the same process. --deterministic
+// runs all of it in deterministic mode (tensor/deterministic.h), to measure what the mode costs.
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 #include <omp.h>
@@ -11,6 +12,8 @@
 #include <nlohmann/json.hpp>
 
 #include <accel.h>
+
+#include "tensor/deterministic.h"
 
 using namespace accel;
 
@@ -73,6 +76,7 @@ int main(int argc, char** argv) {
   int64_t batch = 256;
   std::vector<int64_t> widths = {784, 1024, 1024, 10};
   std::string json_path;
+  bool deterministic = false;
   app.add_option("--steps", steps, "Timed steps (after warm-up)")->capture_default_str();
   app.add_option("--warmup", warmup, "Untimed steps first")->capture_default_str();
   app.add_option("--batch", batch, "Batch size")->capture_default_str();
@@ -80,6 +84,7 @@ int main(int argc, char** argv) {
   app.add_option("--threads", threads, "OpenMP threads (0: OMP_NUM_THREADS or all cores)")->capture_default_str();
   app.add_option("--gemm-reps", gemm_reps, "Repeats of each plain matmul")->capture_default_str();
   app.add_option("--json", json_path, "Also write the results as JSON to this file ('-' for stdout)");
+  app.add_flag("--deterministic", deterministic, "Run in deterministic mode (results independent of the thread count)");
   CLI11_PARSE(app, argc, argv);
   if (widths.size() < 2 || steps < 1) {
     fmt::print(stderr, "train_step: need at least two widths and one step\n");
@@ -87,6 +92,7 @@ int main(int argc, char** argv) {
   }
   if (threads > 0) omp_set_num_threads(threads);
   threads = omp_get_max_threads();
+  set_deterministic_mode(deterministic);
 
   try {
     Generator gen(0);
@@ -134,8 +140,8 @@ int main(int argc, char** argv) {
     const double step_median = median(step_s);
     const double step_gflops = step_flops / step_median / 1e9;
     const double gemm_gflops = step_flops / gemm_s / 1e9;
-    fmt::print("train_step: MLP {} (ReLU), batch {}, AdamW, f32, {} threads, {} steps after {} warm-up\n",
-               fmt::join(widths, "-"), batch, threads, steps, warmup);
+    fmt::print("train_step: MLP {} (ReLU), batch {}, AdamW, f32, {} threads, {} steps after {} warm-up{}\n",
+               fmt::join(widths, "-"), batch, threads, steps, warmup, deterministic ? ", deterministic mode" : "");
     fmt::print("loss {:.4f} -> {:.4f}\n\n", first_loss, last_loss);
     fmt::print("{:<22} {:>12}\n", "phase", "median ms");
     fmt::print("{:<22} {:>12.3f}\n", "zero_grad+forward+loss", 1e3 * median(forward_s));
@@ -157,6 +163,7 @@ int main(int argc, char** argv) {
                           {"widths", widths},
                           {"batch", batch},
                           {"threads", threads},
+                          {"deterministic", deterministic},
                           {"steps", steps},
                           {"warmup", warmup},
                           {"median_step_ms", 1e3 * step_median},

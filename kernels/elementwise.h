@@ -20,6 +20,7 @@ void launch_where(DType dtype, const StridedArgs<4>& args, cudaStream_t stream);
 void launch_logical_not(const StridedArgs<2>& args, cudaStream_t stream);
 void launch_isfinite(DType in_dtype, const StridedArgs<2>& args, cudaStream_t stream);
 // Operands: out, grad, x.
+void launch_tanh_backward(DType dtype, const StridedArgs<3>& args, cudaStream_t stream);
 void launch_gelu_backward(DType dtype, const StridedArgs<3>& args, cudaStream_t stream);
 // Operands: self (also read), self, other: self = self + alpha * other.
 void launch_add_scaled(DType dtype, const StridedArgs<3>& args, double alpha, cudaStream_t stream);

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "kernels/activation_math.h"
 #include "kernels/hd.h"
 
 namespace accel {
@@ -29,23 +30,43 @@ ACCEL_HD float math_log(float x) { return logf(x); }
 ACCEL_HD double math_log(double x) { return ::log(x); }
 ACCEL_HD float math_sqrt(float x) { return sqrtf(x); }
 ACCEL_HD double math_sqrt(double x) { return ::sqrt(x); }
-ACCEL_HD float math_tanh(float x) { return tanhf(x); }
+ACCEL_HD_INLINE float math_tanh(float x) { return tanh_f32(x); }  // within an ulp, unlike tanhf
 ACCEL_HD double math_tanh(double x) { return ::tanh(x); }
 ACCEL_HD float math_pow(float x, float y) { return powf(x, y); }
 ACCEL_HD double math_pow(double x, double y) { return ::pow(x, y); }
 
-// gelu with the tanh approximation (GPT-2's), and its derivative.
+// d tanh(x)/dx from x (not from a rounded tanh(x), whose 1 - y^2 cancels where tanh saturates).
 template <class C>
-ACCEL_HD C gelu_tanh(C x) {
-  const C k = C(0.7978845608028654);  // sqrt(2 / pi)
-  return C(0.5) * x * (C(1) + math_tanh(k * (x + C(0.044715) * x * x * x)));
+ACCEL_HD_INLINE C tanh_grad(C x) {
+  if constexpr (std::is_same_v<C, float>) {
+    return tanh_grad_f32(x);
+  } else {
+    const C e = math_exp(C(-2) * (x < C(0) ? -x : x)), d = C(1) + e;
+    return C(4) * e / (d * d);
+  }
+}
+
+// gelu with the tanh approximation (GPT-2's), and its derivative. f32 (and so f16/bf16) takes the
+// accurate forms of kernels/activation_math.h; f64 has digits to spare for the textbook ones.
+template <class C>
+ACCEL_HD_INLINE C gelu_tanh(C x) {
+  if constexpr (std::is_same_v<C, float>) {
+    return gelu_f32(x);
+  } else {
+    const C k = C(0.7978845608028654);  // sqrt(2 / pi)
+    return C(0.5) * x * (C(1) + math_tanh(k * (x + C(0.044715) * x * x * x)));
+  }
 }
 
 template <class C>
-ACCEL_HD C gelu_tanh_grad(C x) {
-  const C k = C(0.7978845608028654);
-  const C t = math_tanh(k * (x + C(0.044715) * x * x * x));
-  return C(0.5) * (C(1) + t) + C(0.5) * x * (C(1) - t * t) * k * (C(1) + C(3) * C(0.044715) * x * x);
+ACCEL_HD_INLINE C gelu_tanh_grad(C x) {
+  if constexpr (std::is_same_v<C, float>) {
+    return gelu_grad_f32(x);
+  } else {
+    const C k = C(0.7978845608028654);
+    const C t = math_tanh(k * (x + C(0.044715) * x * x * x));
+    return C(0.5) * (C(1) + t) + C(0.5) * x * (C(1) - t * t) * k * (C(1) + C(3) * C(0.044715) * x * x);
+  }
 }
 
 // relu's grad given its output y: the grad passes where y > 0 (so not at 0 or NaN).

@@ -6,3 +6,11 @@
 #else
 #define ACCEL_HD inline
 #endif
+
+// ACCEL_HD for per-element math long enough that GCC would call it out of line (through the PLT,
+// from a shared library), leaving the CPU loop around it scalar: it must inline into that loop.
+#if defined(__CUDACC__)
+#define ACCEL_HD_INLINE __host__ __device__ __forceinline__
+#else
+#define ACCEL_HD_INLINE inline __attribute__((always_inline))
+#endif

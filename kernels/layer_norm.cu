@@ -1,6 +1,7 @@
 // Layer norm kernels over the last dim of [rows, dim]. Forward and the input grad give each row to a
 // group of threads (kernels/row_plan.h); rows that fit the group's registers are read once, with
-// the mean and the variance taken in two passes over the registers as the CPU takes them over memory.
+// the row statistics of kernels/nn_math.h taken in two passes over the registers as the CPU takes
+// them over memory: the sum of x - shift (shift = the row's first element), then those of d and d^2.
 // The weight and bias grads are column sums over rows: fixed chunks of rows produce partial sums,
 // which a second kernel adds in chunk order, so the grads are deterministic and need no atomics.
 #include <initializer_list>
@@ -43,6 +44,7 @@ __global__ void __launch_bounds__(kMaxGroup)
   const auto* src = reinterpret_cast<const Vec<T, V>*>(in + s.row * dim);
   auto* dst = reinterpret_cast<Vec<T, V>*>(out + s.row * dim);
   const C inv_dim = C(1) / static_cast<C>(dim);
+  const C shift = static_cast<C>(load(in[s.row * dim]));
   C x[K][V];
   C sum = 0;
 #pragma unroll
@@ -53,22 +55,25 @@ __global__ void __launch_bounds__(kMaxGroup)
 #pragma unroll
       for (int j = 0; j < V; ++j) {
         x[k][j] = load(raw.v[j]);
-        sum += x[k][j];
+        sum += x[k][j] - shift;
       }
     }
   }
-  const C mu = group_reduce(sum, group, SumOp{}, reduce_scratch<C>()) * inv_dim;
-  C sq = 0;
+  const C mu = layer_norm_mean(shift, group_reduce(sum, group, SumOp{}, reduce_scratch<C>()), inv_dim);
+  C dev = 0, sq = 0;
 #pragma unroll
   for (int k = 0; k < K; ++k)
     if (s.lane + k * group < vectors) {
 #pragma unroll
       for (int j = 0; j < V; ++j) {
         const C d = x[k][j] - mu;
+        dev += d;
         sq += d * d;
       }
     }
-  const C rs = layer_norm_rstd(group_reduce(sq, group, SumOp{}, reduce_scratch<C>()) * inv_dim, eps);
+  dev = group_reduce(dev, group, SumOp{}, reduce_scratch<C>());
+  sq = group_reduce(sq, group, SumOp{}, reduce_scratch<C>());
+  const LayerNormRow<C> row = layer_norm_row(mu, dev, sq, inv_dim, eps);
 #pragma unroll
   for (int k = 0; k < K; ++k) {
     const int v = s.lane + k * group;
@@ -77,14 +82,14 @@ __global__ void __launch_bounds__(kMaxGroup)
 #pragma unroll
       for (int j = 0; j < V; ++j) {
         const int64_t col = static_cast<int64_t>(v) * V + j;
-        o.v[j] = store<T>(layer_norm_elem(x[k][j], mu, rs, load_or(weight, col, C(1)), load_or(bias, col, C(0))));
+        o.v[j] = store<T>(layer_norm_elem(x[k][j], row, load_or(weight, col, C(1)), load_or(bias, col, C(0))));
       }
       dst[v] = o;
     }
   }
   if (s.lane == 0) {
-    mean[s.row] = mu;
-    rstd[s.row] = rs;
+    mean[s.row] = layer_norm_row_mean(row);
+    rstd[s.row] = row.rstd;
   }
 }
 
@@ -98,20 +103,24 @@ __global__ void __launch_bounds__(kMaxGroup)
   const T* x = in + s.row * dim;
   T* y = out + s.row * dim;
   const C inv_dim = C(1) / static_cast<C>(dim);
+  const C shift = static_cast<C>(load(x[0]));
   C sum = 0;
-  for (int64_t j = s.lane; j < dim; j += group) sum += load(x[j]);
-  const C mu = group_reduce(sum, group, SumOp{}, reduce_scratch<C>()) * inv_dim;
-  C sq = 0;
+  for (int64_t j = s.lane; j < dim; j += group) sum += static_cast<C>(load(x[j])) - shift;
+  const C mu = layer_norm_mean(shift, group_reduce(sum, group, SumOp{}, reduce_scratch<C>()), inv_dim);
+  C dev = 0, sq = 0;
   for (int64_t j = s.lane; j < dim; j += group) {
     const C d = static_cast<C>(load(x[j])) - mu;
+    dev += d;
     sq += d * d;
   }
-  const C rs = layer_norm_rstd(group_reduce(sq, group, SumOp{}, reduce_scratch<C>()) * inv_dim, eps);
+  dev = group_reduce(dev, group, SumOp{}, reduce_scratch<C>());
+  sq = group_reduce(sq, group, SumOp{}, reduce_scratch<C>());
+  const LayerNormRow<C> row = layer_norm_row(mu, dev, sq, inv_dim, eps);
   for (int64_t j = s.lane; j < dim; j += group)
-    y[j] = store<T>(layer_norm_elem<C>(load(x[j]), mu, rs, load_or(weight, j, C(1)), load_or(bias, j, C(0))));
+    y[j] = store<T>(layer_norm_elem<C>(load(x[j]), row, load_or(weight, j, C(1)), load_or(bias, j, C(0))));
   if (s.lane == 0) {
-    mean[s.row] = mu;
-    rstd[s.row] = rs;
+    mean[s.row] = layer_norm_row_mean(row);
+    rstd[s.row] = row.rstd;
   }
 }
 

@@ -62,10 +62,42 @@ ACCEL_HD C layer_norm_rstd(C var, C eps) {
   return C(1) / math_sqrt(var + eps);
 }
 
+// Layer norm's row statistics, in two passes that stay accurate on rows far from zero (one element at
+// a time, an f32 sum of 1000 + N(0, 1) keeps a few bits of each deviation, and loses more as the row
+// grows). Pass 1 sums x - shift, shift = the row's first element, for the mean. Pass 2 sums
+// d = x - mean (exact where x is within a factor of 2 of mean) and d^2: sum(d) / n is what the rounded
+// mean missed, which the variance is corrected for (the corrected two-pass formula of Chan, Golub and
+// LeVeque) and the output subtracts. Each pass sums in a tree (the CPU's pairwise blocks, the GPU's
+// lanes and warps), so rounding grows as log n.
+template <class C>
+struct LayerNormRow {
+  C mean;      // the rounded mean the deviations d were taken from
+  C residual;  // sum(d) / n: the row's mean is mean + residual
+  C rstd;
+};
+
+template <class C>
+ACCEL_HD C layer_norm_mean(C shift, C shifted_sum, C inv_dim) {
+  return shift + shifted_sum * inv_dim;
+}
+
+template <class C>
+ACCEL_HD LayerNormRow<C> layer_norm_row(C mean, C dev_sum, C dev_sq_sum, C inv_dim, C eps) {
+  const C residual = dev_sum * inv_dim;
+  const C var = (dev_sq_sum - dev_sum * residual) * inv_dim;
+  return {mean, residual, layer_norm_rstd(var < C(0) ? C(0) : var, eps)};  // NaN passes
+}
+
+// The mean a row reports (and the backward reads): mean + residual, rounded once.
+template <class C>
+ACCEL_HD C layer_norm_row_mean(const LayerNormRow<C>& row) {
+  return row.mean + row.residual;
+}
+
 // The normalise-then-affine step; w = 1 and b = 0 when the layer has no weight / bias.
 template <class C>
-ACCEL_HD C layer_norm_elem(C x, C mean, C rstd, C w, C b) {
-  return (x - mean) * rstd * w + b;
+ACCEL_HD C layer_norm_elem(C x, const LayerNormRow<C>& row, C w, C b) {
+  return ((x - row.mean) - row.residual) * row.rstd * w + b;
 }
 
 // dx of layer norm for one element. With xhat = (x - mean) * rstd and dxhat = dy * w, the row means
@@ -94,6 +126,36 @@ ACCEL_HD C cross_entropy_row_scale(C grad_loss, C divisor, bool ignored) {
 template <class C>
 ACCEL_HD C cross_entropy_grad_elem(C x, C row_max, C inv_sum, bool is_target, C scale) {
   return scale * (softmax_elem(x, row_max, inv_sum) - (is_target ? C(1) : C(0)));
+}
+
+// Cross-entropy with per-class weights w and label smoothing eps over C classes, PyTorch's: a row with
+// target t costs (1 - eps) * w[t] * nll + eps / C * smooth_sum, where nll = logsumexp(x) - x[t] and
+// smooth_sum = sum_c w[c] * (logsumexp(x) - x[c]). Callers pass smooth_sum = 0 when eps = 0, so an
+// infinite smooth_sum (a -inf logit) cannot make 0 * inf.
+template <class C>
+ACCEL_HD C cross_entropy_smoothed_row_loss(C nll, C target_weight, C smooth_sum, C eps, C classes) {
+  return (C(1) - eps) * target_weight * nll + eps / classes * smooth_sum;
+}
+
+// The per-row factors of that loss's grad: d loss / d x[j] = scale * (softmax(x)[j] * on_softmax -
+// [j == t] * on_target - w[j] * on_weight), with on_target = (1 - eps) * w[t], on_weight = eps / C and
+// on_softmax = on_target + on_weight * sum_c w[c] (the weight the row's targets add up to).
+template <class C>
+struct SmoothedGradCoefs {
+  C on_softmax, on_target, on_weight;
+};
+
+template <class C>
+ACCEL_HD SmoothedGradCoefs<C> cross_entropy_smoothed_coefs(C target_weight, C total_weight, C eps, C classes) {
+  const C on_target = (C(1) - eps) * target_weight, on_weight = eps / classes;
+  return {on_target + on_weight * total_weight, on_target, on_weight};
+}
+
+template <class C>
+ACCEL_HD C cross_entropy_smoothed_grad_elem(C x, C row_max, C inv_sum, bool is_target, C weight, SmoothedGradCoefs<C> k,
+                                            C scale) {
+  return scale * (softmax_elem(x, row_max, inv_sum) * k.on_softmax - (is_target ? k.on_target : C(0)) -
+                  weight * k.on_weight);
 }
 
 // Dropout keeps element i when its uniform draw u in [0, 1) satisfies u >= p: p = 0 keeps every

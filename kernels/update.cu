@@ -1,4 +1,4 @@
-// In-place update and fill kernels (add_scaled, scale, fill) and gelu's backward.
+// In-place update and fill kernels (add_scaled, scale, fill) and the tanh and gelu backwards.
 #include <type_traits>
 
 #include "kernels/convert.cuh"
@@ -28,6 +28,11 @@ struct FillFn {
 };
 
 template <class T>
+struct TanhBackwardFn {
+  __device__ T operator()(T g, T x) const { return store<T>(load(g) * tanh_grad(load(x))); }
+};
+
+template <class T>
 struct GeluBackwardFn {
   __device__ T operator()(T g, T x) const { return store<T>(load(g) * gelu_tanh_grad(load(x))); }
 };
@@ -53,6 +58,12 @@ void launch_fill(DType dtype, const StridedArgs<1>& args, const void* value, cud
     update_detail::FillFn<T> fn;
     memcpy(&fn.value, value, sizeof(T));
     launch_map<T>("fill_", fn, args, stream);
+  });
+}
+
+void launch_tanh_backward(DType dtype, const StridedArgs<3>& args, cudaStream_t stream) {
+  dispatch_floating(dtype, "tanh_backward", [&]<class T>() {
+    launch_map<T, T, T>("tanh_backward", update_detail::TanhBackwardFn<T>{}, args, stream);
   });
 }
 

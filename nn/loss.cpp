@@ -13,7 +13,7 @@ Tensor mse_loss(const Tensor& pred, const Tensor& target) {
   return mean(diff * diff);
 }
 
-Tensor cross_entropy(const Tensor& logits, const Tensor& target, int64_t ignore_index, Reduction reduction) {
+Tensor cross_entropy(const Tensor& logits, const Tensor& target, const CrossEntropyOptions& options) {
   if (logits.dim() < 2)
     throw Error(fmt::format("cross_entropy: logits must be [..., C] with at least 2 dims, got {}",
                             shape_str(logits.shape())));
@@ -22,8 +22,12 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, int64_t ignore_
     throw Error(fmt::format("cross_entropy: target {} must be logits {} without the class dim, i.e. {}",
                             shape_str(target.shape()), shape_str(logits.shape()), shape_str(batch)));
   const int64_t C = logits.size(-1);
-  Tensor loss = accel::cross_entropy(reshape(logits, {-1, C}), reshape(target, {-1}), ignore_index, reduction);
-  return reduction == Reduction::none ? reshape(loss, batch) : loss;
+  Tensor loss = accel::cross_entropy(reshape(logits, {-1, C}), reshape(target, {-1}), options);
+  return options.reduction == Reduction::none ? reshape(loss, batch) : loss;
+}
+
+Tensor cross_entropy(const Tensor& logits, const Tensor& target, int64_t ignore_index, Reduction reduction) {
+  return nn::cross_entropy(logits, target, {.ignore_index = ignore_index, .reduction = reduction});
 }
 
 }  // namespace accel::nn

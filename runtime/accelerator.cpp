@@ -18,6 +18,7 @@
 #include "runtime/strategy/data_parallel.h"
 #include "runtime/strategy/make_strategy.h"
 #include "tensor/creation.h"
+#include "tensor/deterministic.h"
 #include "tensor/nograd/elementwise.h"
 
 namespace accel {
@@ -33,6 +34,7 @@ Accelerator::Accelerator(AcceleratorOptions options)
       even_batches_(options.even_batches),
       split_batches_(options.split_batches),
       project_(options.project_configuration) {
+  set_deterministic_mode(settings_.deterministic.value);
   parts_.env = env_.get();
   parts_.strategy = strategy_.get();
   parts_.precision = precision_.get();

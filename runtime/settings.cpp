@@ -69,6 +69,13 @@ std::optional<bool> parse_bool(const std::string& s) {
   return std::nullopt;
 }
 
+// A switch given as a word or as a digit, as ACCEL_DETERMINISTIC=1 reads.
+std::optional<bool> parse_switch(const std::string& s) {
+  if (s == "1") return true;
+  if (s == "0") return false;
+  return parse_bool(s);
+}
+
 std::optional<int> parse_positive_int(const std::string& s) {
   try {
     size_t used = 0;
@@ -109,10 +116,14 @@ std::optional<ConfigFile> read_config_file(const AcceleratorOptions& o, const En
 std::string EffectiveSettings::describe() const {
   return fmt::format(
       "mixed_precision={} ({}), grad_comm_dtype={} ({}), cpu={} ({}), gradient_accumulation_steps={} ({}), "
-      "backend={} ({}), bucket_cap_mb={} ({}){}",
+      "backend={} ({}), bucket_cap_mb={} ({}){}{}",
       name_of(mixed_precision.value), mixed_precision.source, name_of(grad_comm_dtype.value), grad_comm_dtype.source,
       cpu.value, cpu.source, gradient_accumulation_steps.value, gradient_accumulation_steps.source,
       name_of(backend.value), backend.source, bucket_cap_mb.value, bucket_cap_mb.source,
+      // Named once chosen: a start-up line without it means the default, off.
+      deterministic.source == "default"
+          ? ""
+          : fmt::format(", deterministic={} ({})", deterministic.value, deterministic.source),
       config_path.empty() ? "" : fmt::format(", config file {}", config_path));
 }
 
@@ -154,6 +165,13 @@ EffectiveSettings resolve_settings(const AcceleratorOptions& o, const Env& env) 
       {"bucket_cap_mb", "ACCEL_BUCKET_CAP_MB",
        o.bucket_cap_mb ? std::optional<std::string>(fmt::format("{}", *o.bucket_cap_mb)) : std::nullopt,
        std::nullopt, "25", parse_positive_number, "a number of MiB > 0"},
+      env);
+  // Not a config file key either: a property of one run (a reproduction, a comparison of ranks or
+  // machines), asked for in code or for that run through the environment.
+  s.deterministic = resolve<bool>(
+      {"deterministic", "ACCEL_DETERMINISTIC",
+       o.deterministic ? std::optional<std::string>(*o.deterministic ? "true" : "false") : std::nullopt, std::nullopt,
+       "false", parse_switch, "1, 0, true or false"},
       env);
   return s;
 }

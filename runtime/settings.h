@@ -54,6 +54,10 @@ struct AcceleratorOptions {
   // Gradient buckets fill up to this many MiB (ACCEL_BUCKET_CAP_MB; default 25). The first bucket
   // is capped at min(1, bucket_cap_mb) so the first all-reduce starts early.
   std::optional<double> bucket_cap_mb;
+  // Make every op's result independent of the OpenMP thread count, at some cost in speed
+  // (ACCEL_DETERMINISTIC=1; default off). It sets the process-wide switch of tensor/deterministic.h
+  // when the Accelerator is built; docs/numerics.md says what it guarantees and what it costs.
+  std::optional<bool> deterministic;
   // How prepare() shards DataLoaders (see ShardOptions): pad the last steps so every rank runs as
   // many steps, and whether batch_size is the global batch split between the ranks.
   bool even_batches = true;
@@ -78,6 +82,7 @@ struct EffectiveSettings {
   Setting<int> gradient_accumulation_steps;
   Setting<Backend> backend;
   Setting<double> bucket_cap_mb;
+  Setting<bool> deterministic;
   std::string config_path;  // empty when no config file was read
   std::string describe() const;  // one line for the start-up print
 };

@@ -1,9 +1,12 @@
-// Tensor creation: allocation, fills, ranges, Philox draws and copies from host vectors.
+// Tensor creation: allocation (its sizes checked against int64 overflow), fills, ranges, Philox draws
+// and copies from host vectors.
 #include "tensor/creation.h"
 
 #include <fmt/format.h>
 
 #include <cmath>
+#include <new>
+#include <optional>
 
 #include "kernels/philox.h"
 #include "tensor/nograd/copy.h"
@@ -11,22 +14,51 @@
 
 namespace accel {
 
-Tensor empty(const Shape& shape, DType dtype, Device device) {
+namespace {
+
+// The element count of shape, checked for op: no negative dim, and every count and stride fits in int64.
+int64_t checked_numel(const char* op, const Shape& shape) {
   for (int64_t s : shape)
-    if (s < 0) throw Error(fmt::format("empty: negative size in shape {}", shape_str(shape)));
-  const int64_t numel = shape_numel(shape);
-  auto storage = std::make_shared<Storage>(static_cast<size_t>(numel) * dtype_size(dtype), device);
-  return Tensor::make_view(std::move(storage), shape, contiguous_strides(shape), 0, dtype);
+    if (s < 0) throw Error(fmt::format("{}: negative size in shape {}", op, shape_str(shape)));
+  contiguous_strides(shape, op);
+  return shape_numel(shape, op);
 }
 
-Tensor full(const Shape& shape, double value, DType dtype, Device device) {
-  Tensor t = empty(shape, dtype, device);
+// A new contiguous tensor for op, its sizes checked first, so that a shape too large to count or to
+// address is an error rather than a small allocation that later writes run past.
+Tensor allocate(const char* op, const Shape& shape, DType dtype, Device device) {
+  const int64_t numel = checked_numel(op, shape);
+  const int64_t element = static_cast<int64_t>(dtype_size(dtype));
+  const std::optional<int64_t> bytes = mul_checked(numel, element);
+  if (!bytes)
+    throw Error(fmt::format("{}: shape {} of {} takes {} x {} bytes, more than int64 can count", op, shape_str(shape),
+                            dtype_name(dtype), numel, element));
+  std::shared_ptr<Storage> storage;
+  try {
+    storage = std::make_shared<Storage>(static_cast<size_t>(*bytes), device);
+  } catch (const std::bad_alloc&) {
+    throw Error(fmt::format("{}: cannot allocate {} bytes for shape {} of {} on {}", op, *bytes, shape_str(shape),
+                            dtype_name(dtype), device.str()));
+  }
+  return Tensor::make_view(std::move(storage), shape, contiguous_strides(shape, op), 0, dtype);
+}
+
+Tensor filled(const char* op, const Shape& shape, double value, DType dtype, Device device) {
+  Tensor t = allocate(op, shape, dtype, device);
   nograd::fill_(t, value);
   return t;
 }
 
-Tensor zeros(const Shape& shape, DType dtype, Device device) { return full(shape, 0.0, dtype, device); }
-Tensor ones(const Shape& shape, DType dtype, Device device) { return full(shape, 1.0, dtype, device); }
+}  // namespace
+
+Tensor empty(const Shape& shape, DType dtype, Device device) { return allocate("empty", shape, dtype, device); }
+
+Tensor full(const Shape& shape, double value, DType dtype, Device device) {
+  return filled("full", shape, value, dtype, device);
+}
+
+Tensor zeros(const Shape& shape, DType dtype, Device device) { return filled("zeros", shape, 0.0, dtype, device); }
+Tensor ones(const Shape& shape, DType dtype, Device device) { return filled("ones", shape, 1.0, dtype, device); }
 Tensor scalar_tensor(double value, DType dtype, Device device) { return full({}, value, dtype, device); }
 Tensor empty_like(const Tensor& like) { return empty(like.shape(), like.dtype(), like.device()); }
 Tensor zeros_like(const Tensor& like) { return zeros(like.shape(), like.dtype(), like.device()); }
@@ -36,10 +68,16 @@ Tensor full_like(const Tensor& like, double value) { return full(like.shape(), v
 Tensor arange(double start, double end, double step, DType dtype, Device device) {
   if (step == 0 || !std::isfinite(start) || !std::isfinite(end) || !std::isfinite(step))
     throw Error(fmt::format("arange: invalid range start {} end {} step {}", start, end, step));
-  const int64_t n = std::max<int64_t>(0, static_cast<int64_t>(std::ceil((end - start) / step)));
-  std::vector<double> values(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) values[i] = start + static_cast<double>(i) * step;
-  return nograd::to_device(nograd::to_dtype(from_vector(values), dtype), device);
+  const double count = std::ceil((end - start) / step);
+  // 2^63 is the first double past int64 (converting a larger one is undefined).
+  if (!(count < 9223372036854775808.0))
+    throw Error(fmt::format("arange: start {} end {} step {} gives {} elements, more than int64 can count", start,
+                            end, step, count));
+  const int64_t n = std::max<int64_t>(0, static_cast<int64_t>(count));
+  Tensor values = allocate("arange", {n}, DType::f64, Device::cpu());
+  double* p = values.data<double>();
+  for (int64_t i = 0; i < n; ++i) p[i] = start + static_cast<double>(i) * step;
+  return nograd::to_device(nograd::to_dtype(values, dtype), device);
 }
 
 Tensor arange(int64_t end, DType dtype, Device device) { return arange(0.0, static_cast<double>(end), 1.0, dtype, device); }
@@ -51,7 +89,7 @@ template <class Draw>
 Tensor draw(const char* op, const Shape& shape, DType dtype, Device device, Draw value_at) {
   if (!is_floating(dtype))
     throw Error(fmt::format("{}: random draws need a floating dtype, got {}", op, dtype_name(dtype)));
-  Tensor host = empty(shape, DType::f32, Device::cpu());
+  Tensor host = allocate(op, shape, DType::f32, Device::cpu());
   float* p = host.data<float>();
   const int64_t n = host.numel();
 #pragma omp parallel for if (n > 65536)
@@ -62,18 +100,23 @@ Tensor draw(const char* op, const Shape& shape, DType dtype, Device device, Draw
 }  // namespace
 
 Tensor randn(const Shape& shape, Generator& gen, DType dtype, Device device) {
-  const uint64_t seed = gen.seed(), offset = gen.reserve(normal_blocks(static_cast<uint64_t>(shape_numel(shape))));
+  // Checked before the generator moves on, so a refused shape leaves its stream where it was.
+  const uint64_t numel = static_cast<uint64_t>(checked_numel("randn", shape));
+  const uint64_t seed = gen.seed(), offset = gen.reserve(normal_blocks(numel));
   return draw("randn", shape, dtype, device, [=](uint64_t i) { return random_normal_at(seed, offset, i); });
 }
 
 Tensor rand(const Shape& shape, Generator& gen, DType dtype, Device device) {
-  const uint64_t seed = gen.seed(), offset = gen.reserve(uniform_blocks(static_cast<uint64_t>(shape_numel(shape))));
+  // Checked before the generator moves on, so a refused shape leaves its stream where it was.
+  const uint64_t numel = static_cast<uint64_t>(checked_numel("rand", shape));
+  const uint64_t seed = gen.seed(), offset = gen.reserve(uniform_blocks(numel));
   return draw("rand", shape, dtype, device, [=](uint64_t i) { return random_uniform_at(seed, offset, i); });
 }
 
 Tensor uniform(const Shape& shape, double low, double high, Generator& gen, DType dtype, Device device) {
   if (!(low <= high)) throw Error(fmt::format("uniform: low {} must not exceed high {}", low, high));
-  const uint64_t seed = gen.seed(), offset = gen.reserve(uniform_blocks(static_cast<uint64_t>(shape_numel(shape))));
+  const uint64_t numel = static_cast<uint64_t>(checked_numel("uniform", shape));
+  const uint64_t seed = gen.seed(), offset = gen.reserve(uniform_blocks(numel));
   const float lo = static_cast<float>(low), width = static_cast<float>(high - low);
   return draw("uniform", shape, dtype, device,
               [=](uint64_t i) { return lo + width * random_uniform_at(seed, offset, i); });
@@ -81,10 +124,11 @@ Tensor uniform(const Shape& shape, double low, double high, Generator& gen, DTyp
 
 template <class T>
 Tensor from_vector(const std::vector<T>& values, const Shape& shape, Device device) {
-  if (shape_numel(shape) != static_cast<int64_t>(values.size()))
+  const int64_t numel = checked_numel("from_vector", shape);
+  if (numel != static_cast<int64_t>(values.size()))
     throw Error(fmt::format("from_vector: {} values do not fill shape {} ({} elements)", values.size(),
-                            shape_str(shape), shape_numel(shape)));
-  Tensor host = empty(shape, dtype_of<T>(), Device::cpu());
+                            shape_str(shape), numel));
+  Tensor host = allocate("from_vector", shape, dtype_of<T>(), Device::cpu());
   T* p = static_cast<T*>(host.data_ptr());
   for (size_t i = 0; i < values.size(); ++i) p[i] = values[i];
   return nograd::to_device(host, device);

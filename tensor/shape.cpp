@@ -8,18 +8,39 @@
 
 namespace accel {
 
-int64_t shape_numel(const Shape& shape) {
+std::optional<int64_t> add_checked(int64_t a, int64_t b) {
+  int64_t out = 0;
+  if (__builtin_add_overflow(a, b, &out)) return std::nullopt;
+  return out;
+}
+
+std::optional<int64_t> mul_checked(int64_t a, int64_t b) {
+  int64_t out = 0;
+  if (__builtin_mul_overflow(a, b, &out)) return std::nullopt;
+  return out;
+}
+
+int64_t shape_numel(const Shape& shape, const char* op) {
+  for (int64_t s : shape)
+    if (s == 0) return 0;  // however large the other dims are
   int64_t n = 1;
-  for (int64_t s : shape) n *= s;
+  for (int64_t s : shape) {
+    const std::optional<int64_t> next = mul_checked(n, s);
+    if (!next) throw Error(fmt::format("{}: shape {} has more elements than int64 can count", op, shape_str(shape)));
+    n = *next;
+  }
   return n;
 }
 
-Strides contiguous_strides(const Shape& shape) {
+Strides contiguous_strides(const Shape& shape, const char* op) {
   Strides strides(shape.size());
   int64_t running = 1;
   for (size_t i = shape.size(); i-- > 0;) {
     strides[i] = running;
-    running *= std::max<int64_t>(shape[i], 1);
+    if (i == 0) break;  // the product of every dim is no stride
+    const std::optional<int64_t> next = mul_checked(running, std::max<int64_t>(shape[i], 1));
+    if (!next) throw Error(fmt::format("{}: shape {} has strides that overflow int64", op, shape_str(shape)));
+    running = *next;
   }
   return strides;
 }

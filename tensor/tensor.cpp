@@ -12,6 +12,10 @@ namespace accel {
 
 Tensor Tensor::make_view(std::shared_ptr<Storage> storage, Shape shape, Strides strides, int64_t offset,
                          DType dtype) {
+  if (shape.size() != strides.size())
+    throw Error(fmt::format("Tensor::make_view: shape {} and strides {} differ in rank", shape_str(shape),
+                            shape_str(strides)));
+  shape_numel(shape, "Tensor::make_view");  // every view's numel() must be countable
   auto impl = std::make_shared<TensorImpl>();
   impl->storage = std::move(storage);
   impl->shape = std::move(shape);
@@ -45,6 +49,14 @@ int64_t Tensor::offset() const {
 }
 
 int64_t Tensor::numel() const { return shape_numel(shape()); }
+
+size_t Tensor::nbytes() const {
+  const std::optional<int64_t> bytes = mul_checked(numel(), static_cast<int64_t>(dtype_size(dtype())));
+  if (!bytes)
+    throw Error(fmt::format("Tensor::nbytes: shape {} of {} takes {} x {} bytes, more than int64 can count",
+                            shape_str(shape()), dtype_name(dtype()), numel(), dtype_size(dtype())));
+  return static_cast<size_t>(*bytes);
+}
 
 DType Tensor::dtype() const {
   check_defined("dtype");

@@ -53,7 +53,9 @@ class Tensor {
   DType dtype() const;
   Device device() const;
   bool is_contiguous() const;
-  size_t nbytes() const { return static_cast<size_t>(numel()) * dtype_size(dtype()); }
+  // numel() x the element size; throws when that does not fit in int64 (a stride-0 view can count more
+  // elements than memory could hold).
+  size_t nbytes() const;
 
   const std::shared_ptr<Storage>& storage() const;
   void* data_ptr() const;  // first element of this view (a device pointer on CUDA)

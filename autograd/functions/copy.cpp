@@ -30,6 +30,8 @@ Tensor to(const Tensor& t, DType dtype) {
   return out;
 }
 
+Tensor to_dtype(const Tensor& t, DType dtype) { return to(t, dtype); }
+
 Tensor to(const Tensor& t, Device device) {
   if (t.device() == device) return t;
   Tensor out = nograd::to_device(t, device);

@@ -16,6 +16,8 @@ using Grads = std::vector<Tensor>;
 namespace {
 
 Tensor zero_like_scalar(const Tensor& t) { return scalar_tensor(0.0, t.dtype(), t.device()); }
+// A 0-d tensor of value in like's dtype and device: the scalar operand of a binary op.
+Tensor scalar_like(double value, const Tensor& like) { return scalar_tensor(value, like.dtype(), like.device()); }
 Tensor unbroadcast(const Tensor& grad, const Tensor& input) { return nograd::sum_to_shape(grad, input.shape()); }
 
 }  // namespace
@@ -24,9 +26,10 @@ Tensor add(const Tensor& a_in, const Tensor& b_in) {
   Tensor a = a_in, b = b_in;
   autocast::promote(a, b);
   Tensor out = nograd::add(a, b);
-  record("AddBackward", {a, b}, {out}, [a = detach(a), b = detach(b)](const Grads& g) -> Grads {
-    return {unbroadcast(g[0], a), unbroadcast(g[0], b)};
-  });
+  record("AddBackward", {a, b}, {out},
+         [a = detach(a), b = detach(b), need_a = a.requires_grad(), need_b = b.requires_grad()](const Grads& g) -> Grads {
+           return {need_a ? unbroadcast(g[0], a) : Tensor(), need_b ? unbroadcast(g[0], b) : Tensor()};
+         });
   return out;
 }
 
@@ -34,9 +37,10 @@ Tensor sub(const Tensor& a_in, const Tensor& b_in) {
   Tensor a = a_in, b = b_in;
   autocast::promote(a, b);
   Tensor out = nograd::sub(a, b);
-  record("SubBackward", {a, b}, {out}, [a = detach(a), b = detach(b)](const Grads& g) -> Grads {
-    return {unbroadcast(g[0], a), unbroadcast(nograd::neg(g[0]), b)};
-  });
+  record("SubBackward", {a, b}, {out},
+         [a = detach(a), b = detach(b), need_a = a.requires_grad(), need_b = b.requires_grad()](const Grads& g) -> Grads {
+           return {need_a ? unbroadcast(g[0], a) : Tensor(), need_b ? unbroadcast(nograd::neg(g[0]), b) : Tensor()};
+         });
   return out;
 }
 
@@ -65,14 +69,24 @@ Tensor div(const Tensor& a_in, const Tensor& b_in) {
   return out;
 }
 
+// pow's grads follow PyTorch's limits (pow_backward_self, pow_backward_exponent) where the plain
+// formulas meet 0 * inf or 0 * log(0): d/da is 0 wherever b = 0, since a^0 = 1 for every a, and d/db
+// is 0 where a = 0 and b >= 0, since 0^b = 0 for every b > 0. Elsewhere they keep their inf and NaN:
+// d/da at a = 0 when b < 1 and b != 0, d/db of a negative base (the log of a negative).
 Tensor pow(const Tensor& a_in, const Tensor& b_in) {
   Tensor a = a_in, b = b_in;
   autocast::promote(a, b);
   Tensor out = nograd::pow(a, b);
   record("PowBackward", {a, b}, {out},
          [a = detach(a), b = detach(b), out = detach(out), need_b = b.requires_grad()](const Grads& g) -> Grads {
-           Tensor ga = nograd::mul(nograd::mul(g[0], b), nograd::pow(a, nograd::sub(b, 1.0)));
-           Tensor gb = need_b ? unbroadcast(nograd::mul(nograd::mul(g[0], out), nograd::log(a)), b) : Tensor();
+           const Tensor zero = zero_like_scalar(g[0]);
+           const Tensor da = nograd::mul(nograd::mul(g[0], b), nograd::pow(a, nograd::sub(b, 1.0)));
+           Tensor ga = nograd::where(nograd::eq(b, 0.0), zero, da);
+           Tensor gb;
+           if (need_b) {
+             const Tensor db = nograd::mul(nograd::mul(g[0], out), nograd::log(a));
+             gb = unbroadcast(nograd::where(nograd::ge(b, 0.0), nograd::where(nograd::eq(a, 0.0), zero, db), db), b);
+           }
            return {unbroadcast(ga, a), gb};
          });
   return out;
@@ -81,6 +95,7 @@ Tensor pow(const Tensor& a_in, const Tensor& b_in) {
 Tensor pow(const Tensor& a, double exponent) {
   Tensor out = nograd::pow(a, exponent);
   record("PowScalarBackward", {a}, {out}, [a = detach(a), exponent](const Grads& g) -> Grads {
+    if (exponent == 0.0) return {zeros_like(g[0])};  // a^0 = 1: even at a = 0 the grad is 0
     return {nograd::mul(nograd::mul(g[0], exponent), nograd::pow(a, exponent - 1.0))};
   });
   return out;
@@ -147,9 +162,8 @@ Tensor abs(const Tensor& t) {
 
 Tensor tanh(const Tensor& t) {
   Tensor out = nograd::tanh(t);
-  record("TanhBackward", {t}, {out}, [out = detach(out)](const Grads& g) -> Grads {
-    return {nograd::mul(g[0], nograd::sub(ones_like(out), nograd::mul(out, out)))};
-  });
+  // From the input: 1 - out^2 would cancel where tanh saturates.
+  record("TanhBackward", {t}, {out}, [t = detach(t)](const Grads& g) -> Grads { return {nograd::tanh_backward(g[0], t)}; });
   return out;
 }
 
@@ -198,13 +212,20 @@ Tensor operator-(const Tensor& a, const Tensor& b) { return sub(a, b); }
 Tensor operator*(const Tensor& a, const Tensor& b) { return mul(a, b); }
 Tensor operator/(const Tensor& a, const Tensor& b) { return div(a, b); }
 Tensor operator-(const Tensor& t) { return neg(t); }
-Tensor operator+(const Tensor& a, double b) { return add(a, scalar_tensor(b, a.dtype(), a.device())); }
-Tensor operator-(const Tensor& a, double b) { return sub(a, scalar_tensor(b, a.dtype(), a.device())); }
-Tensor operator*(const Tensor& a, double b) { return mul(a, scalar_tensor(b, a.dtype(), a.device())); }
-Tensor operator/(const Tensor& a, double b) { return div(a, scalar_tensor(b, a.dtype(), a.device())); }
-Tensor operator+(double a, const Tensor& b) { return add(scalar_tensor(a, b.dtype(), b.device()), b); }
-Tensor operator-(double a, const Tensor& b) { return sub(scalar_tensor(a, b.dtype(), b.device()), b); }
-Tensor operator*(double a, const Tensor& b) { return mul(scalar_tensor(a, b.dtype(), b.device()), b); }
-Tensor operator/(double a, const Tensor& b) { return div(scalar_tensor(a, b.dtype(), b.device()), b); }
+Tensor add(const Tensor& a, double b) { return add(a, scalar_like(b, a)); }
+Tensor sub(const Tensor& a, double b) { return sub(a, scalar_like(b, a)); }
+Tensor mul(const Tensor& a, double b) { return mul(a, scalar_like(b, a)); }
+Tensor div(const Tensor& a, double b) { return div(a, scalar_like(b, a)); }
+Tensor maximum(const Tensor& a, double b) { return maximum(a, scalar_like(b, a)); }
+Tensor minimum(const Tensor& a, double b) { return minimum(a, scalar_like(b, a)); }
+
+Tensor operator+(const Tensor& a, double b) { return add(a, b); }
+Tensor operator-(const Tensor& a, double b) { return sub(a, b); }
+Tensor operator*(const Tensor& a, double b) { return mul(a, b); }
+Tensor operator/(const Tensor& a, double b) { return div(a, b); }
+Tensor operator+(double a, const Tensor& b) { return add(scalar_like(a, b), b); }
+Tensor operator-(double a, const Tensor& b) { return sub(scalar_like(a, b), b); }
+Tensor operator*(double a, const Tensor& b) { return mul(scalar_like(a, b), b); }
+Tensor operator/(double a, const Tensor& b) { return div(scalar_like(a, b), b); }
 
 }  // namespace accel

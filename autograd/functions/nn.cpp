@@ -52,23 +52,30 @@ Tensor layer_norm(const Tensor& x_in, const Tensor& weight_in, const Tensor& bia
   return r.out;
 }
 
-Tensor embedding(const Tensor& weight, const Tensor& indices) {
+Tensor embedding(const Tensor& weight, const Tensor& indices, std::optional<int64_t> padding_idx) {
   Tensor out = nograd::embedding(weight, indices);
-  record("EmbeddingBackward", {weight}, {out},
-         [indices = detach(indices), num = weight.shape()[0]](const Grads& g) -> Grads {
-           return {nograd::embedding_backward(g[0], indices, num)};
-         });
+  const int64_t num = weight.shape()[0];
+  if (padding_idx) padding_idx = nograd::normalize_padding_idx("embedding", *padding_idx, num);
+  record("EmbeddingBackward", {weight}, {out}, [indices = detach(indices), num, padding_idx](const Grads& g) -> Grads {
+    return {nograd::embedding_backward(g[0], indices, num, padding_idx)};
+  });
   return out;
 }
 
-Tensor cross_entropy(const Tensor& logits_in, const Tensor& target, int64_t ignore_index, Reduction reduction) {
+Tensor cross_entropy(const Tensor& logits_in, const Tensor& target, const CrossEntropyOptions& options) {
   const Tensor logits = autocast::to_reduction(logits_in);
-  Tensor loss = nograd::cross_entropy(logits, target, ignore_index, reduction);
+  Tensor loss = nograd::cross_entropy(logits, target, options);
+  CrossEntropyOptions saved = options;
+  saved.weight = detach(options.weight);
   record("CrossEntropyBackward", {logits}, {loss},
-         [logits = detach(logits), target = detach(target), ignore_index, reduction](const Grads& g) -> Grads {
-           return {nograd::cross_entropy_backward(g[0], logits, target, ignore_index, reduction)};
+         [logits = detach(logits), target = detach(target), saved](const Grads& g) -> Grads {
+           return {nograd::cross_entropy_backward(g[0], logits, target, saved)};
          });
   return loss;
+}
+
+Tensor cross_entropy(const Tensor& logits, const Tensor& target, int64_t ignore_index, Reduction reduction) {
+  return cross_entropy(logits, target, {.ignore_index = ignore_index, .reduction = reduction});
 }
 
 Tensor dropout(const Tensor& x, double p, Generator& gen) {

@@ -64,20 +64,42 @@ Tensor mean(const Tensor& t_in, const std::vector<int64_t>& dims, bool keepdim) 
 
 Tensor mean(const Tensor& t) { return mean(t, {}, false); }
 
-Tensor max(const Tensor& t, const std::vector<int64_t>& dims, bool keepdim) {
-  Tensor out = nograd::max(t, dims, keepdim);
-  record("MaxBackward", {t}, {out},
-         [t = detach(t), out = detach(out), d = reduced_dims("max", t, dims), keepdim](const Grads& g) -> Grads {
-           const Tensor is_max = nograd::eq(t, expand_back(out, t.shape(), d, keepdim));
-           const Tensor count = nograd::sum(nograd::to_dtype(is_max, g[0].dtype()), d, true);
+namespace {
+
+// max or min over dims (is_max); the grad goes to the elements equal to the result, shared equally
+// between ties.
+Tensor extreme(const char* name, const char* node, const Tensor& t, const std::vector<int64_t>& dims, bool keepdim,
+               bool is_max) {
+  Tensor out = is_max ? nograd::max(t, dims, keepdim) : nograd::min(t, dims, keepdim);
+  record(node, {t}, {out},
+         [t = detach(t), out = detach(out), d = reduced_dims(name, t, dims), keepdim](const Grads& g) -> Grads {
+           const Tensor is_extreme = nograd::eq(t, expand_back(out, t.shape(), d, keepdim));
+           const Tensor count = nograd::sum(nograd::to_dtype(is_extreme, g[0].dtype()), d, true);
            const Tensor share = nograd::div(expand_back(g[0], t.shape(), d, keepdim), nograd::expand(count, t.shape()));
-           return {nograd::where(is_max, share, scalar_tensor(0.0, g[0].dtype(), g[0].device()))};
+           return {nograd::where(is_extreme, share, scalar_tensor(0.0, g[0].dtype(), g[0].device()))};
          });
   return out;
 }
 
+}  // namespace
+
+Tensor max(const Tensor& t, const std::vector<int64_t>& dims, bool keepdim) {
+  return extreme("max", "MaxBackward", t, dims, keepdim, true);
+}
 Tensor max(const Tensor& t) { return max(t, {}, false); }
+Tensor min(const Tensor& t, const std::vector<int64_t>& dims, bool keepdim) {
+  return extreme("min", "MinBackward", t, dims, keepdim, false);
+}
+Tensor min(const Tensor& t) { return min(t, {}, false); }
 
 Tensor argmax(const Tensor& t, int64_t dim, bool keepdim) { return nograd::argmax(t, dim, keepdim); }
+Tensor argmin(const Tensor& t, int64_t dim, bool keepdim) { return nograd::argmin(t, dim, keepdim); }
+
+ValuesAndIndices max_along(const Tensor& t, int64_t dim, bool keepdim) {
+  return {max(t, {dim}, keepdim), argmax(t, dim, keepdim)};
+}
+ValuesAndIndices min_along(const Tensor& t, int64_t dim, bool keepdim) {
+  return {min(t, {dim}, keepdim), argmin(t, dim, keepdim)};
+}
 
 }  // namespace accel

@@ -108,19 +108,39 @@ void isfinite(const Tensor& out, const Tensor& in) {
   });
 }
 
-void gelu_backward(const Tensor& out, const Tensor& grad, const Tensor& x) {
-  dispatch_floating(out.dtype(), "gelu_backward", [&]<class T>() {
+namespace {
+
+// out = grad * derivative(x): contiguous f32/f64 runs go to vector(grad, x, out, n) over the
+// threads, the rest (strided, halves) through map with the per-element derivative.
+template <class Vector, class Derivative>
+void activation_backward(const char* op, const Tensor& out, const Tensor& grad, const Tensor& x, Vector&& vector,
+                         Derivative&& derivative) {
+  dispatch_floating(out.dtype(), op, [&]<class T>() {
     if constexpr (std::is_floating_point_v<T>) {
       if (out.is_contiguous() && grad.is_contiguous() && x.is_contiguous()) {
         const T* g = static_cast<const T*>(grad.data_ptr());
         const T* v = static_cast<const T*>(x.data_ptr());
         T* o = static_cast<T*>(out.data_ptr());
-        parallel_ranges(out.numel(), [&](int64_t b, int64_t e) { gelu_backward_vector(g + b, v + b, o + b, e - b); });
+        parallel_ranges(out.numel(), [&](int64_t b, int64_t e) { vector(g + b, v + b, o + b, e - b); });
         return;
       }
     }
-    map<T, T, T>(out, [](T g, T v) { return store<T>(load(g) * gelu_tanh_grad(load(v))); }, grad, x);
+    map<T, T, T>(out, [&](T g, T v) { return store<T>(load(g) * derivative(load(v))); }, grad, x);
   });
+}
+
+}  // namespace
+
+void tanh_backward(const Tensor& out, const Tensor& grad, const Tensor& x) {
+  activation_backward(
+      "tanh_backward", out, grad, x, [](const auto* g, const auto* v, auto* o, int64_t n) { tanh_backward_vector(g, v, o, n); },
+      [](auto v) { return tanh_grad(v); });
+}
+
+void gelu_backward(const Tensor& out, const Tensor& grad, const Tensor& x) {
+  activation_backward(
+      "gelu_backward", out, grad, x, [](const auto* g, const auto* v, auto* o, int64_t n) { gelu_backward_vector(g, v, o, n); },
+      [](auto v) { return gelu_tanh_grad(v); });
 }
 
 void relu_backward(const Tensor& out, const Tensor& grad, const Tensor& y) {

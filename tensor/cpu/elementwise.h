@@ -12,6 +12,7 @@ void compare(CompareOp op, const Tensor& out, const Tensor& a, const Tensor& b);
 void where(const Tensor& out, const Tensor& cond, const Tensor& a, const Tensor& b);
 void logical_not(const Tensor& out, const Tensor& in);
 void isfinite(const Tensor& out, const Tensor& in);
+void tanh_backward(const Tensor& out, const Tensor& grad, const Tensor& x);
 void gelu_backward(const Tensor& out, const Tensor& grad, const Tensor& x);
 void relu_backward(const Tensor& out, const Tensor& grad, const Tensor& y);
 void add_scaled(const Tensor& self, const Tensor& other, double alpha);  // self += alpha * other

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <limits>
 #include <mutex>
 #include <unordered_map>
 #include <vector>
@@ -36,6 +37,9 @@ Cache& cache() {
 
 size_t rounded(size_t nbytes) {
   const size_t n = std::max<size_t>(nbytes, 1);
+  // No request this large can be met, and rounding it up would wrap to a small block.
+  if (n > std::numeric_limits<size_t>::max() - kPage)
+    throw Error(fmt::format("Storage: cannot allocate {} bytes of host memory", nbytes));
   return n >= kCachedMin ? (n + kPage - 1) / kPage * kPage : (n + kAlignment - 1) / kAlignment * kAlignment;
 }
 

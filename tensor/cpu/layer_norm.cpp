@@ -1,13 +1,15 @@
-// CPU layer norm: one row per iteration, mean and variance in two passes (no cancellation from
-// E[x^2] - E[x]^2), in f32 for f32/f16/bf16 and f64 for f64.
+// CPU layer norm: one row per iteration, its statistics in two passes of pairwise sums
+// (kernels/nn_math.h says why), in f32 for f32/f16/bf16 and f64 for f64.
 #include "tensor/cpu/layer_norm.h"
 
 #include <algorithm>
+#include <array>
 #include <vector>
 
 #include "kernels/nn_math.h"
 #include "tensor/cpu/loop.h"
 #include "tensor/cpu/map.h"
+#include "tensor/cpu/row_sum.h"
 
 namespace accel::cpu {
 
@@ -33,20 +35,19 @@ void layer_norm(const Tensor& out, const Tensor& mean, const Tensor& rstd, const
 #pragma omp parallel for if (x.numel() > kParallelGrain && rows > 1)
     for (int64_t r = 0; r < rows; ++r) {
       const T* in = src + r * dim;
-      C sum = 0;
-      for (int64_t j = 0; j < dim; ++j) sum += load(in[j]);
-      const C mu = sum * inv_dim;
-      C sq = 0;
-      for (int64_t j = 0; j < dim; ++j) {
+      const C shift = load(in[0]);
+      const C mu = layer_norm_mean(
+          shift, row_sums<1, C>(0, dim, [&](int64_t j) { return std::array<C, 1>{load(in[j]) - shift}; })[0], inv_dim);
+      const std::array<C, 2> dev = row_sums<2, C>(0, dim, [&](int64_t j) {
         const C d = load(in[j]) - mu;
-        sq += d * d;
-      }
-      const C rs = layer_norm_rstd(sq * inv_dim, static_cast<C>(eps));
+        return std::array<C, 2>{d, d * d};
+      });
+      const LayerNormRow<C> row = layer_norm_row(mu, dev[0], dev[1], inv_dim, static_cast<C>(eps));
       T* o = dst + r * dim;
       for (int64_t j = 0; j < dim; ++j)
-        o[j] = store<T>(layer_norm_elem(load(in[j]), mu, rs, w ? load(w[j]) : C(1), b ? load(b[j]) : C(0)));
-      mean_out[r] = mu;
-      rstd_out[r] = rs;
+        o[j] = store<T>(layer_norm_elem(load(in[j]), row, w ? load(w[j]) : C(1), b ? load(b[j]) : C(0)));
+      mean_out[r] = layer_norm_row_mean(row);
+      rstd_out[r] = row.rstd;
     }
   });
 }
@@ -76,16 +77,17 @@ void layer_norm_backward(const Tensor& grad_input, const Tensor& grad_weight, co
         const T* g = dy + r * dim;
         const T* in = src + r * dim;
         const C mu = means[r], rs = rstds[r];
-        C sum_dxhat = 0, sum_dxhat_xhat = 0;
-        for (int64_t j = 0; j < dim; ++j) {
+        const std::array<C, 2> sums = row_sums<2, C>(0, dim, [&](int64_t j) {
           const C gj = load(g[j]), xhat = (load(in[j]) - mu) * rs;
           const C dxhat = w ? gj * load(w[j]) : gj;
-          sum_dxhat += dxhat;
-          sum_dxhat_xhat += dxhat * xhat;
-          if (pw) pw[j] += gj * xhat;
+          return std::array<C, 2>{dxhat, dxhat * xhat};
+        });
+        for (int64_t j = 0; j < dim; ++j) {
+          const C gj = load(g[j]);
+          if (pw) pw[j] += gj * ((load(in[j]) - mu) * rs);
           if (pb) pb[j] += gj;
         }
-        const C mean_dxhat = sum_dxhat * inv_dim, mean_dxhat_xhat = sum_dxhat_xhat * inv_dim;
+        const C mean_dxhat = sums[0] * inv_dim, mean_dxhat_xhat = sums[1] * inv_dim;
         T* o = dx + r * dim;
         for (int64_t j = 0; j < dim; ++j) {
           const C gj = load(g[j]), xhat = (load(in[j]) - mu) * rs;

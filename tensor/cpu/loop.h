@@ -1,5 +1,6 @@
 // The CPU strided loop under every elementwise op: coalesces dims, splits the index space across
 // OpenMP threads, and hands each thread runs of one row so the inner loop can vectorise.
+// In deterministic mode the split is into fixed blocks instead (see split_fixed).
 #pragma once
 
 #include <omp.h>
@@ -8,12 +9,28 @@
 #include <array>
 #include <cstdint>
 
+#include "tensor/deterministic.h"
 #include "tensor/shape.h"
 
 namespace accel::cpu {
 
 // Below this many elements a loop runs on one thread: waking the team costs more than it saves.
 inline constexpr int64_t kParallelGrain = 32768;
+
+// Deterministic mode's block: the split of an index space depends on its size alone. A multiple of
+// 16 elements, like parallel_ranges' split, so blocks of f32 output start on a cache line.
+inline constexpr int64_t kFixedBlock = 4096;
+
+// Calls f(begin, end) on the blocks [i * kFixedBlock, (i + 1) * kFixedBlock) of [0, n), spread over
+// the threads when n reaches the grain. Where one element's arithmetic may depend on where its range
+// starts or ends (a vector loop's scalar head and tail), the result then does not depend on the
+// thread count.
+template <class F>
+void split_fixed(int64_t n, F&& f) {
+  const int64_t blocks = (n + kFixedBlock - 1) / kFixedBlock;
+#pragma omp parallel for schedule(static) if (n >= kParallelGrain && blocks > 1)
+  for (int64_t i = 0; i < blocks; ++i) f(i * kFixedBlock, std::min(n, (i + 1) * kFixedBlock));
+}
 
 template <size_t N>
 struct LoopLayout {
@@ -78,6 +95,10 @@ void for_each_row(const Shape& shape, const std::array<Strides, N>& strides, Row
     }
   };
 
+  if (deterministic_mode()) {
+    split_fixed(numel, run_range);
+    return;
+  }
   const int threads = numel >= kParallelGrain ? omp_get_max_threads() : 1;
   if (threads <= 1) {
     run_range(0, numel);
@@ -97,6 +118,10 @@ void for_each_row(const Shape& shape, const std::array<Strides, N>& strides, Row
 template <class F>
 void parallel_ranges(int64_t n, F&& f) {
   if (n <= 0) return;
+  if (deterministic_mode()) {
+    split_fixed(n, f);
+    return;
+  }
   const int threads = n >= kParallelGrain ? omp_get_max_threads() : 1;
   if (threads <= 1) {
     f(int64_t{0}, n);

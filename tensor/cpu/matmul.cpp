@@ -1,6 +1,7 @@
 // CPU matmul: every [M, K] x [K, N] product is one Eigen GEMM over maps of the operands' own buffers;
 // Eigen threads a large GEMM with OpenMP, and many small products are spread over threads instead.
-// linear is the same GEMM accumulating into an output that starts as the broadcast bias.
+// linear is the same GEMM accumulating into an output that starts as the broadcast bias. In
+// deterministic mode both compute fixed output tiles instead, one single-threaded GEMM each.
 #include "tensor/cpu/matmul.h"
 
 #include <omp.h>
@@ -13,6 +14,7 @@
 #include "tensor/cpu/convert.h"
 #include "tensor/cpu/loop.h"
 #include "tensor/cpu/map.h"
+#include "tensor/deterministic.h"
 
 namespace accel::cpu {
 
@@ -97,6 +99,122 @@ void gemm(T* out, const Matrix<T>& a, const Matrix<T>& b, Workspace<C>& ws) {
 // figure, so a product smaller than two of these runs on one thread inside Eigen.
 constexpr double kMinThreadWork = 50000.0;
 
+// ---- Deterministic mode ----
+// Eigen picks its inner-dim blocking from the number of threads it may use, so a threaded GEMM groups
+// the terms of each dot product differently on 1 and on 4 threads (3e-5 apart in f32 at
+// [8, 2048] x [2048, 8]). In deterministic mode every output is cut into tiles that depend on the
+// shapes alone, and each tile is one Eigen GEMM on one thread over the whole inner dim: which thread
+// computes a tile, and how many threads there are, changes nothing in its result.
+//
+// Tiles are square. 256 x 256 cost 0-4 % on one thread against one whole-matrix GEMM, 128 x 128
+// 10-13 % (the operands are repacked per tile), so the edge is the largest of 256, 128 and 64 that
+// still gives kSpreadTiles tiles in all: large products run at Eigen's speed, mid-size ones still
+// spread over up to kSpreadTiles threads. A product with fewer tiles than threads leaves the others idle.
+constexpr int64_t kSpreadTiles = 16;
+
+// The fixed tiles of `products` [m, n] outputs with inner dim k; a function of the shapes alone.
+struct TileGrid {
+  int64_t products, m, n, k;
+  int64_t edge = 0, row_tiles = 0, col_tiles = 0;
+  int64_t count() const { return products * row_tiles * col_tiles; }
+};
+
+TileGrid tile_grid(int64_t products, int64_t m, int64_t n, int64_t k) {
+  TileGrid g{products, m, n, k};
+  for (const int64_t edge : {256, 128, 64}) {
+    g.edge = edge;
+    g.row_tiles = (m + edge - 1) / edge;
+    g.col_tiles = (n + edge - 1) / edge;
+    if (g.count() >= kSpreadTiles) break;
+  }
+  return g;
+}
+
+template <class C>
+using OutBlock = Eigen::Map<Eigen::Matrix<C, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>, Eigen::Unaligned,
+                            Eigen::OuterStride<>>;
+
+// The [rows, cols] block of m at (r0, c0): the same strides, so the same layout still reads it.
+template <class T>
+Matrix<T> block_of(const Matrix<T>& m, int64_t r0, int64_t rows, int64_t c0, int64_t cols) {
+  return {m.data + r0 * m.row_stride + c0 * m.col_stride, rows, cols, m.row_stride, m.col_stride, m.layout};
+}
+
+// The inner dim in fixed panels: Eigen sums a panel no longer than its own L1-sized block in one
+// sequence (that block is 253 or more with a 32 KiB L1 data cache: f64 with AVX2 is the smallest
+// case, f32 and AVX-512 allow more), so these panels, not the machine's cache sizes, decide how each
+// dot product is grouped.
+constexpr int64_t kInnerPanel = 128;
+
+// o = a @ b (or += with Accumulate), one inner panel at a time.
+template <bool Accumulate, class Out, class A, class B>
+void panel_product(Out&& o, const A& a, const B& b) {
+  const Eigen::Index k = a.cols();
+  if (k == 0 && !Accumulate) o.setZero();
+  for (Eigen::Index k0 = 0; k0 < k; k0 += kInnerPanel) {
+    const Eigen::Index kp = std::min<Eigen::Index>(kInnerPanel, k - k0);
+    if (Accumulate || k0 > 0) o.noalias() += a.middleCols(k0, kp) * b.middleRows(k0, kp);
+    else o.noalias() = a.middleCols(k0, kp) * b.middleRows(k0, kp);
+  }
+}
+
+// out, a row-major block with leading dim ld, = a @ b (or += with Accumulate, which needs out in the
+// compute type). Called with Eigen limited to this thread.
+template <bool Accumulate, class TOut, class T, class C>
+void gemm_block(TOut* out, int64_t ld, const Matrix<T>& a, const Matrix<T>& b, Workspace<C>& ws) {
+  static_assert(!Accumulate || std::is_same_v<TOut, C>, "accumulating needs an output in the compute type");
+  const auto rows = static_cast<Eigen::Index>(a.rows), cols = static_cast<Eigen::Index>(b.cols);
+  with_map<C>(a, ws.a, [&](const auto& ma) {
+    with_map<C>(b, ws.b, [&](const auto& mb) {
+      if constexpr (std::is_same_v<TOut, C>) {
+        panel_product<Accumulate>(OutBlock<C>(out, rows, cols, Eigen::OuterStride<>(ld)), ma, mb);
+      } else {
+        panel_product<false>(OutMap<C>(ws.out.data(), rows, cols), ma, mb);
+        for (int64_t i = 0; i < a.rows; ++i)
+          for (int64_t j = 0; j < b.cols; ++j) out[i * ld + j] = store<TOut>(ws.out[i * b.cols + j]);
+      }
+    });
+  });
+}
+
+// One thread's buffers for a tile of g (see Workspace).
+template <class C>
+void size_for_tiles(Workspace<C>& ws, const TileGrid& g, bool widen_a, bool widen_b, bool widen_out) {
+  const int64_t tr = std::min(g.m, g.edge), tc = std::min(g.n, g.edge);
+  if (widen_a) ws.a.resize(static_cast<size_t>(tr * g.k));
+  if (widen_b) ws.b.resize(static_cast<size_t>(g.k * tc));
+  if (widen_out) ws.out.resize(static_cast<size_t>(tr * tc));
+}
+
+// How many threads g's tiles are spread over: no more than there are tiles, nor than the work pays for.
+int tile_teams(const TileGrid& g) {
+  const int threads = omp_in_parallel() ? 1 : omp_get_max_threads();
+  const double work = static_cast<double>(g.products) * static_cast<double>(g.m) * static_cast<double>(g.n) *
+                      static_cast<double>(g.k);
+  return static_cast<int>(
+      std::max<int64_t>(1, std::min<int64_t>({threads, g.count(), static_cast<int64_t>(work / kMinThreadWork)})));
+}
+
+// Calls tile(product, r0, rows, c0, cols, thread) for every tile of g, on `teams` threads.
+template <class F>
+void for_each_tile(const TileGrid& g, int teams, F&& tile) {
+  const int64_t per_product = g.row_tiles * g.col_tiles, tasks = g.count();
+#pragma omp parallel num_threads(teams)
+  {
+    // Eigen threads a GEMM itself whenever it sees more than one thread to use, with a blocking that
+    // depends on how many. This limits what this thread's task (and any region nested in it) sees;
+    // the caller's own setting belongs to the task outside this region and is untouched.
+    omp_set_num_threads(1);
+    const int thread = omp_get_thread_num();
+#pragma omp for schedule(static)
+    for (int64_t i = 0; i < tasks; ++i) {
+      const int64_t p = i / per_product, r0 = (i % per_product) / g.col_tiles * g.edge,
+                    c0 = i % g.col_tiles * g.edge;
+      tile(p, r0, std::min(g.edge, g.m - r0), c0, std::min(g.edge, g.n - c0), thread);
+    }
+  }
+}
+
 // The element offset of batch entry `index` (row-major over batch) in a tensor with those strides.
 int64_t batch_offset(int64_t index, const Shape& batch, const Strides& strides) {
   int64_t offset = 0;
@@ -128,6 +246,52 @@ int64_t foldable_row_stride(const Tensor& a, const Tensor& b, const Shape& batch
   return stride;
 }
 
+// How matmul reads its operands: `products` products of [rows, k] x [k, n], entry i of a starting at
+// batch_offset(i, batch, a's strides) with rows a_row_stride apart (rows spans the batch when folded).
+struct ProductPlan {
+  Shape batch;
+  int64_t products, rows, n, k, a_row_stride;
+  MatrixLayout layout_a, layout_b;
+};
+
+// matmul in deterministic mode: every product's output in fixed tiles (see for_each_tile).
+void matmul_tiles(const Tensor& out, const Tensor& a, const Tensor& b, const ProductPlan& p) {
+  const TileGrid grid = tile_grid(p.products, p.rows, p.n, p.k);
+  const int teams = tile_teams(grid);
+  dispatch_floating(out.dtype(), "matmul", [&]<class T>() {
+    using C = compute_t<T>;
+    const bool widen = !std::is_same_v<T, C>;
+    std::vector<Workspace<C>> spaces(static_cast<size_t>(teams));
+    for (Workspace<C>& ws : spaces)
+      size_for_tiles(ws, grid, widen || p.layout_a.layout == GemmLayout::copy,
+                     widen || p.layout_b.layout == GemmLayout::copy, widen);
+    const T* pa = static_cast<const T*>(a.data_ptr());
+    const T* pb = static_cast<const T*>(b.data_ptr());
+    T* po = static_cast<T*>(out.data_ptr());
+    for_each_tile(grid, teams, [&](int64_t i, int64_t r0, int64_t tr, int64_t c0, int64_t tc, int thread) {
+      const Matrix<T> ma{pa + batch_offset(i, p.batch, a.strides()), p.rows, p.k, p.a_row_stride, a.stride(-1),
+                         p.layout_a};
+      const Matrix<T> mb{pb + batch_offset(i, p.batch, b.strides()), p.k, p.n, b.stride(-2), b.stride(-1), p.layout_b};
+      gemm_block<false>(po + i * p.rows * p.n + r0 * p.n + c0, p.n, block_of(ma, r0, tr, 0, p.k),
+                        block_of(mb, 0, p.k, c0, tc), spaces[static_cast<size_t>(thread)]);
+    });
+  });
+}
+
+// linear's GEMM in deterministic mode: acc (contiguous [x.rows, w.cols], holding the bias rows) +=
+// x @ w in fixed tiles.
+template <class T, class C>
+void linear_tiles(C* acc, const Matrix<T>& x, const Matrix<T>& w, bool widen_x, bool widen_w) {
+  const TileGrid grid = tile_grid(1, x.rows, w.cols, x.cols);
+  const int teams = tile_teams(grid);
+  std::vector<Workspace<C>> spaces(static_cast<size_t>(teams));
+  for (Workspace<C>& ws : spaces) size_for_tiles(ws, grid, widen_x, widen_w, false);
+  for_each_tile(grid, teams, [&](int64_t, int64_t r0, int64_t tr, int64_t c0, int64_t tc, int thread) {
+    gemm_block<true>(acc + r0 * w.cols + c0, w.cols, block_of(x, r0, tr, 0, x.cols), block_of(w, 0, x.cols, c0, tc),
+                     spaces[static_cast<size_t>(thread)]);
+  });
+}
+
 }  // namespace
 
 void matmul(const Tensor& out, const Tensor& a, const Tensor& b) {
@@ -146,6 +310,8 @@ void matmul(const Tensor& out, const Tensor& a, const Tensor& b) {
   }
   const MatrixLayout layout_a = gemm_layout(rows, k, a_row_stride, a.stride(-1));
   const MatrixLayout layout_b = gemm_layout(b);
+  if (deterministic_mode())
+    return matmul_tiles(out, a, b, {batch, products, rows, n, k, a_row_stride, layout_a, layout_b});
 
   const int threads = omp_in_parallel() ? 1 : omp_get_max_threads();
   const double work = static_cast<double>(rows) * static_cast<double>(n) * static_cast<double>(k);
@@ -197,9 +363,10 @@ void linear(const Tensor& out, const Tensor& x, const Tensor& weight, const Tens
   dispatch_floating(out.dtype(), "linear", [&]<class T>() {
     using C = compute_t<T>;
     constexpr bool widen = !std::is_same_v<T, C>;
+    const bool tiles = k > 0 && deterministic_mode();  // else one Eigen GEMM, which reads whole operands
     Workspace<C> ws;
-    if (widen || layout_x.layout == GemmLayout::copy) ws.a.resize(static_cast<size_t>(rows * k));
-    if (widen || layout_w.layout == GemmLayout::copy) ws.b.resize(static_cast<size_t>(k * n));
+    if (!tiles && (widen || layout_x.layout == GemmLayout::copy)) ws.a.resize(static_cast<size_t>(rows * k));
+    if (!tiles && (widen || layout_w.layout == GemmLayout::copy)) ws.b.resize(static_cast<size_t>(k * n));
     if (widen) ws.out.resize(static_cast<size_t>(rows * n));
     C* acc = nullptr;
     if constexpr (widen) acc = ws.out.data();
@@ -214,9 +381,12 @@ void linear(const Tensor& out, const Tensor& x, const Tensor& weight, const Tens
 #pragma omp parallel for if (rows * n > kParallelGrain)
     for (int64_t i = 0; i < rows; ++i) std::copy(row.begin(), row.end(), acc + i * n);
 
-    if (k > 0) {
-      const Matrix<T> mx{static_cast<const T*>(x.data_ptr()), rows, k, x.stride(0), x.stride(1), layout_x};
-      const Matrix<T> mw{static_cast<const T*>(weight.data_ptr()), k, n, weight.stride(1), weight.stride(0), layout_w};
+    const Matrix<T> mx{static_cast<const T*>(x.data_ptr()), rows, k, x.stride(0), x.stride(1), layout_x};
+    const Matrix<T> mw{static_cast<const T*>(weight.data_ptr()), k, n, weight.stride(1), weight.stride(0), layout_w};
+    if (tiles) {
+      linear_tiles(acc, mx, mw, widen || layout_x.layout == GemmLayout::copy,
+                   widen || layout_w.layout == GemmLayout::copy);
+    } else if (k > 0) {
       with_map<C>(mx, ws.a, [&](const auto& a) {
         with_map<C>(mw, ws.b, [&](const auto& b) {
           OutMap<C>(acc, static_cast<Eigen::Index>(rows), static_cast<Eigen::Index>(n)).noalias() += a * b;

@@ -9,6 +9,47 @@
 
 namespace accel::cpu {
 
+namespace {
+
+// The largest (IsMax) or smallest element of a row; a NaN wins, as in numpy.
+template <bool IsMax, class T>
+compute_t<T> row_extreme(const T* row, int64_t inner) {
+  compute_t<T> best = inner > 0 ? load(row[0]) : compute_t<T>(0);
+  for (int64_t j = 1; j < inner; ++j) {
+    const compute_t<T> v = load(row[j]);
+    if ((IsMax ? v > best : v < best) || is_nan(v)) best = v;
+    if (is_nan(best)) break;
+  }
+  return best;
+}
+
+// Where row_extreme is first found.
+template <bool IsMax, class T>
+int64_t row_extreme_at(const T* row, int64_t inner) {
+  int64_t best_at = 0;
+  compute_t<T> best = load(row[0]);
+  for (int64_t j = 1; j < inner && !is_nan(best); ++j) {
+    const compute_t<T> v = load(row[j]);
+    if ((IsMax ? v > best : v < best) || is_nan(v)) {
+      best = v;
+      best_at = j;
+    }
+  }
+  return best_at;
+}
+
+template <bool IsMax>
+void arg_extreme_rows(const char* op, const Tensor& out, const Tensor& in, int64_t outer, int64_t inner) {
+  dispatch_all(in.dtype(), op, [&]<class T>() {
+    const T* src = static_cast<const T*>(in.data_ptr());
+    int64_t* dst = static_cast<int64_t*>(out.data_ptr());
+#pragma omp parallel for if (outer * inner > kParallelGrain && outer > 1)
+    for (int64_t o = 0; o < outer; ++o) dst[o] = row_extreme_at<IsMax>(src + o * inner, inner);
+  });
+}
+
+}  // namespace
+
 void reduce_rows(ReduceOp op, const Tensor& out, const Tensor& in, int64_t outer, int64_t inner) {
   dispatch_all(in.dtype(), "reduce", [&]<class T>() {
     const T* src = static_cast<const T*>(in.data_ptr());
@@ -18,13 +59,9 @@ void reduce_rows(ReduceOp op, const Tensor& out, const Tensor& in, int64_t outer
       for (int64_t o = 0; o < outer; ++o) {
         const T* row = src + o * inner;
         if (op == ReduceOp::max) {
-          compute_t<T> best = inner > 0 ? load(row[0]) : compute_t<T>(0);
-          for (int64_t j = 1; j < inner; ++j) {
-            const compute_t<T> v = load(row[j]);
-            if (v > best || is_nan(v)) best = v;  // NaN wins, as in numpy
-            if (is_nan(best)) break;
-          }
-          dst[o] = store<O>(best);
+          dst[o] = store<O>(row_extreme<true>(row, inner));
+        } else if (op == ReduceOp::min) {
+          dst[o] = store<O>(row_extreme<false>(row, inner));
         } else if constexpr (std::is_floating_point_v<compute_t<T>>) {
           double acc = 0;
           for (int64_t j = 0; j < inner; ++j) acc += static_cast<double>(load(row[j]));
@@ -64,24 +101,11 @@ void reduce_columns(ReduceOp op, const Tensor& out, const Tensor& in, int64_t ou
 }
 
 void argmax_rows(const Tensor& out, const Tensor& in, int64_t outer, int64_t inner) {
-  dispatch_all(in.dtype(), "argmax", [&]<class T>() {
-    const T* src = static_cast<const T*>(in.data_ptr());
-    int64_t* dst = static_cast<int64_t*>(out.data_ptr());
-#pragma omp parallel for if (outer * inner > kParallelGrain && outer > 1)
-    for (int64_t o = 0; o < outer; ++o) {
-      const T* row = src + o * inner;
-      int64_t best_at = 0;
-      compute_t<T> best = load(row[0]);
-      for (int64_t j = 1; j < inner && !is_nan(best); ++j) {
-        const compute_t<T> v = load(row[j]);
-        if (v > best || is_nan(v)) {
-          best = v;
-          best_at = j;
-        }
-      }
-      dst[o] = best_at;
-    }
-  });
+  arg_extreme_rows<true>("argmax", out, in, outer, inner);
+}
+
+void argmin_rows(const Tensor& out, const Tensor& in, int64_t outer, int64_t inner) {
+  arg_extreme_rows<false>("argmin", out, in, outer, inner);
 }
 
 }  // namespace accel::cpu

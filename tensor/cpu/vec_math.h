@@ -1,6 +1,7 @@
-// Vectorised exp/tanh for the CPU loops: Eigen array maps over contiguous f32/f64 runs, whose packet
-// math evaluates exp and tanh 8 (or 4) lanes at a time; libm's expf/tanhf are scalar calls that stop
-// a loop from vectorising. Eigen's f32 exp and tanh are within a few ulp of libm's.
+// Vectorised exp/tanh/gelu for the CPU loops over contiguous f32/f64 runs. f32 tanh and gelu (and
+// their grads) are the plain arithmetic of kernels/activation_math.h, which the compiler vectorises in
+// a simple loop; the rest are Eigen array maps, whose packet math evaluates exp 8 (or 4) lanes at a
+// time where libm's expf is a scalar call that stops a loop from vectorising.
 #pragma once
 
 #include <Eigen/Core>
@@ -26,34 +27,50 @@ constexpr bool has_vector_form(UnaryOp op) {
 template <UnaryOp Op, class C>
 void unary_vector(const C* in, C* out, int64_t n) {
   static_assert(std::is_floating_point_v<C>);
-  const ConstVecMap<C> x(in, n);
-  VecMap<C> y(out, n);
-  if constexpr (Op == UnaryOp::exp) {
-    y = x.exp();
-  } else if constexpr (Op == UnaryOp::tanh) {
-    y = x.tanh();
-  } else if constexpr (Op == UnaryOp::sigmoid) {
-    y = C(1) / (C(1) + (-x).exp());
+  if constexpr (std::is_same_v<C, float> && Op == UnaryOp::tanh) {
+    for (int64_t i = 0; i < n; ++i) out[i] = tanh_f32(in[i]);
+  } else if constexpr (std::is_same_v<C, float> && Op == UnaryOp::gelu) {
+    for (int64_t i = 0; i < n; ++i) out[i] = gelu_f32(in[i]);
   } else {
-    static_assert(Op == UnaryOp::gelu);
-    const C k = C(0.7978845608028654);  // sqrt(2 / pi), as in gelu_tanh
-    y = C(0.5) * x * (C(1) + (k * (x + C(0.044715) * x * x * x)).tanh());
+    const ConstVecMap<C> x(in, n);
+    VecMap<C> y(out, n);
+    if constexpr (Op == UnaryOp::exp) {
+      y = x.exp();
+    } else if constexpr (Op == UnaryOp::tanh) {
+      y = x.tanh();
+    } else if constexpr (Op == UnaryOp::sigmoid) {
+      y = C(1) / (C(1) + (-x).exp());
+    } else {
+      static_assert(Op == UnaryOp::gelu);
+      const C k = C(0.7978845608028654);  // sqrt(2 / pi), as in gelu_tanh
+      y = C(0.5) * x * (C(1) + (k * (x + C(0.044715) * x * x * x)).tanh());
+    }
   }
 }
 
-// out[i] = grad[i] * gelu_tanh_grad(x[i]) for i in [0, n), in blocks so tanh is computed once.
+// out[i] = grad[i] * tanh_grad(x[i]) for i in [0, n).
+template <class C>
+void tanh_backward_vector(const C* grad, const C* x, C* out, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) out[i] = grad[i] * tanh_grad(x[i]);  // tanh_grad inlines: this vectorises
+}
+
+// out[i] = grad[i] * gelu_tanh_grad(x[i]) for i in [0, n); f64 in blocks so tanh is computed once.
 template <class C>
 void gelu_backward_vector(const C* grad, const C* x_in, C* out, int64_t n) {
-  constexpr int64_t kBlock = 256;
-  const C k = C(0.7978845608028654), c = C(0.044715);
-  alignas(64) C tanh_buf[kBlock];
-  for (int64_t b = 0; b < n; b += kBlock) {
-    const int64_t m = std::min(kBlock, n - b);
-    const ConstVecMap<C> x(x_in + b, m), g(grad + b, m);
-    VecMap<C> t(tanh_buf, m);
-    t = (k * (x + c * x * x * x)).tanh();
-    VecMap<C>(out + b, m) =
-        g * (C(0.5) * (C(1) + t) + C(0.5) * x * (C(1) - t * t) * k * (C(1) + C(3) * c * x * x));
+  if constexpr (std::is_same_v<C, float>) {
+    for (int64_t i = 0; i < n; ++i) out[i] = grad[i] * gelu_grad_f32(x_in[i]);
+  } else {
+    constexpr int64_t kBlock = 256;
+    const C k = C(0.7978845608028654), c = C(0.044715);
+    alignas(64) C tanh_buf[kBlock];
+    for (int64_t b = 0; b < n; b += kBlock) {
+      const int64_t m = std::min(kBlock, n - b);
+      const ConstVecMap<C> x(x_in + b, m), g(grad + b, m);
+      VecMap<C> t(tanh_buf, m);
+      t = (k * (x + c * x * x * x)).tanh();
+      VecMap<C>(out + b, m) =
+          g * (C(0.5) * (C(1) + t) + C(0.5) * x * (C(1) - t * t) * k * (C(1) + C(3) * c * x * x));
+    }
   }
 }
 

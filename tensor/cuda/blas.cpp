@@ -47,6 +47,11 @@ DeviceBlas& blas_for(int device) {
     cublasStatus_t classic_status = cublasCreate(&classic);
     if (classic_status == CUBLAS_STATUS_SUCCESS) classic_status = cublasSetStream(classic, compute_stream(device));
     if (classic_status == CUBLAS_STATUS_SUCCESS) classic_status = cublasSetWorkspace(classic, ptr, bytes);
+    // cuBLAS's default, stated: routines that would use atomics (and lose bitwise reproducibility)
+    // take their ordered form. With one stream and this workspace per handle, cuBLAS promises the same
+    // bits on every run on the same GPU model and toolkit (docs/numerics.md).
+    if (classic_status == CUBLAS_STATUS_SUCCESS)
+      classic_status = cublasSetAtomicsMode(classic, CUBLAS_ATOMICS_NOT_ALLOWED);
     if (classic_status != CUBLAS_STATUS_SUCCESS) {
       if (classic != nullptr) cublasDestroy(classic);
       cublasLtDestroy(handle);

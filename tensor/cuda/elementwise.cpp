@@ -45,6 +45,11 @@ void isfinite(const Tensor& out, const Tensor& in) {
   run<2>(out, {&in}, [&](const auto& args, cudaStream_t s) { kernels::launch_isfinite(in.dtype(), args, s); });
 }
 
+void tanh_backward(const Tensor& out, const Tensor& grad, const Tensor& x) {
+  run<3>(out, {&grad, &x},
+         [&](const auto& args, cudaStream_t s) { kernels::launch_tanh_backward(out.dtype(), args, s); });
+}
+
 void gelu_backward(const Tensor& out, const Tensor& grad, const Tensor& x) {
   run<3>(out, {&grad, &x},
          [&](const auto& args, cudaStream_t s) { kernels::launch_gelu_backward(out.dtype(), args, s); });

@@ -1,6 +1,7 @@
 // CUDA matmul: one cublasLtMatmul per coalesced batch run, on the compute stream, with the device's
 // workspace. Descriptors are built per call (cheap next to any GEMM worth a GPU) and the algorithm
-// comes from cuBLASLt's heuristic, told the operands' true alignment.
+// comes from cuBLASLt's heuristic, told the operands' true alignment. In deterministic mode the
+// heuristic may only offer algorithms that sum each dot product in one sequence (no split-K).
 #include "tensor/cuda/matmul.h"
 
 #include <cublasLt.h>
@@ -16,6 +17,7 @@
 #include "tensor/cuda/elementwise.h"
 #include "tensor/cuda/gemm_plan.h"
 #include "tensor/cuda/stream.h"
+#include "tensor/deterministic.h"
 #include "tensor/nograd/views.h"
 
 namespace accel::cuda {
@@ -207,6 +209,12 @@ void describe_to_cublaslt(const GemmProblem& p, uint64_t workspace_bytes, Descri
   set_attr(desc.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, alignment(p.a, 1), "alignment of B");
   set_attr(desc.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, alignment(p.out, 0), "alignment of C");
   set_attr(desc.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, alignment(p.out, 0), "alignment of D");
+  if (deterministic_mode()) {
+    // Split-K reductions are ordered, but how many splits the heuristic picks depends on the GPU's
+    // SM count; without them the grouping of a dot product depends on the algorithm's tile alone.
+    const uint32_t no_split = CUBLASLT_REDUCTION_SCHEME_NONE;
+    set_attr(desc.pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, no_split, "reduction scheme mask");
+  }
 }
 
 // cuBLASLt first. If it has no algorithm for this layout, or turns the first call down, the classic

@@ -16,6 +16,8 @@ kernels::RowReduce to_kernel_op(cpu::ReduceOp op) {
     case cpu::ReduceOp::sum: return kernels::RowReduce::sum;
     case cpu::ReduceOp::mean: return kernels::RowReduce::mean;
     case cpu::ReduceOp::max: break;
+    case cpu::ReduceOp::min:  // nograd::min runs -max(-t) here
+      throw Error("reduce_rows: there is no CUDA min kernel; nograd::min reduces -t with max instead");
   }
   return kernels::RowReduce::max;
 }

@@ -3,6 +3,8 @@
 
 #include <fmt/format.h>
 
+#include <optional>
+
 #include "accel_config.h"
 #include "tensor/cpu/copy.h"
 #include "tensor/cpu/index_select.h"
@@ -69,8 +71,12 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
       throw Error(fmt::format("cat: tensor {} is {} {} on {}, expected {} {} on {} matching except in dim {}", i,
                               dtype_name(t.dtype()), shape_str(t.shape()), t.device().str(),
                               dtype_name(first.dtype()), shape_str(first.shape()), first.device().str(), d));
-    shape[d] += t.shape()[d];
+    const std::optional<int64_t> size = add_checked(shape[d], t.shape()[d]);
+    if (!size)
+      throw Error(fmt::format("cat: dim {} of the {} tensors adds up to more than int64 can count", d, tensors.size()));
+    shape[d] = *size;
   }
+  shape_numel(shape, "cat");
   Tensor out = empty(shape, first.dtype(), first.device());
   int64_t start = 0;
   for (const Tensor& t : tensors) {

@@ -101,12 +101,28 @@ Tensor sigmoid(const Tensor& t) { return unary(UnaryOp::sigmoid, t); }
 Tensor relu(const Tensor& t) { return unary(UnaryOp::relu, t); }
 Tensor gelu(const Tensor& t) { return unary(UnaryOp::gelu, t); }
 
-Tensor gelu_backward(const Tensor& grad, const Tensor& x) {
-  check_pair("gelu_backward", grad, x);
+namespace {
+
+// The checks of an activation's backward from its input: grad and x alike in shape, dtype and device.
+void check_activation_backward(const char* op, const Tensor& grad, const Tensor& x) {
+  check_pair(op, grad, x);
   if (grad.shape() != x.shape())
-    throw Error(fmt::format("gelu_backward: grad {} and input {} differ in shape", shape_str(grad.shape()),
+    throw Error(fmt::format("{}: grad {} and input {} differ in shape", op, shape_str(grad.shape()),
                             shape_str(x.shape())));
-  if (!is_floating(x.dtype())) throw_unsupported_dtype("gelu_backward", x.dtype(), "a floating dtype");
+  if (!is_floating(x.dtype())) throw_unsupported_dtype(op, x.dtype(), "a floating dtype");
+}
+
+}  // namespace
+
+Tensor tanh_backward(const Tensor& grad, const Tensor& x) {
+  check_activation_backward("tanh_backward", grad, x);
+  Tensor out = empty(x.shape(), x.dtype(), x.device());
+  ACCEL_DISPATCH("tanh_backward", x.device(), tanh_backward, out, grad, x);
+  return out;
+}
+
+Tensor gelu_backward(const Tensor& grad, const Tensor& x) {
+  check_activation_backward("gelu_backward", grad, x);
   Tensor out = empty(x.shape(), x.dtype(), x.device());
   ACCEL_DISPATCH("gelu_backward", x.device(), gelu_backward, out, grad, x);
   return out;

@@ -29,6 +29,9 @@ Tensor tanh(const Tensor& t);
 Tensor sigmoid(const Tensor& t);
 Tensor relu(const Tensor& t);
 Tensor gelu(const Tensor& t);  // tanh approximation
+// d tanh(x)/dx * grad from the input x (1 - tanh(x)^2 from a rounded tanh(x) would cancel where
+// tanh saturates), for autograd.
+Tensor tanh_backward(const Tensor& grad, const Tensor& x);
 // d gelu(x)/dx * grad, for autograd.
 Tensor gelu_backward(const Tensor& grad, const Tensor& x);
 // grad where relu's output y is positive, else 0: relu's backward in one pass.

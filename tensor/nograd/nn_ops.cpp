@@ -16,6 +16,8 @@
 #include "tensor/cpu/softmax.h"
 #include "tensor/creation.h"
 #include "tensor/dispatch.h"
+#include "tensor/nograd/copy.h"
+#include "tensor/nograd/cross_entropy_by_ops.h"
 #include "tensor/nograd/elementwise.h"
 #include "tensor/nograd/views.h"
 
@@ -151,6 +153,31 @@ void check_cross_entropy_inputs(const char* op, const Tensor& logits, const Tens
   check_same_device(op, target, "target", logits, "logits");
 }
 
+// label_smoothing in [0, 1]; weight undefined or [C] of a floating dtype on the logits' device.
+void check_cross_entropy_options(const char* op, const Tensor& logits, const CrossEntropyOptions& options) {
+  if (!(options.label_smoothing >= 0.0 && options.label_smoothing <= 1.0))
+    throw Error(fmt::format("{}: label_smoothing must be in [0, 1], got {}", op, options.label_smoothing));
+  const Tensor& w = options.weight;
+  if (!w.defined()) return;
+  if (!is_floating(w.dtype()))
+    throw Error(fmt::format("{}: weight is {}, expected {}", op, dtype_name(w.dtype()), kFloating));
+  if (w.shape() != Shape{logits.shape()[1]})
+    throw Error(fmt::format("{}: weight has shape {}, expected [{}] (one per class of logits {})", op,
+                            shape_str(w.shape()), logits.shape()[1], shape_str(logits.shape())));
+  check_same_device(op, w, "weight", logits, "logits");
+}
+
+// Without weight or smoothing the loss is the plain one, which every device has a fused kernel for.
+bool is_plain(const CrossEntropyOptions& options) {
+  return !options.weight.defined() && options.label_smoothing == 0.0;
+}
+
+// The options as the CPU loops read them: the weight contiguous, in the loss dtype.
+CrossEntropyOptions cpu_options(const Tensor& logits, CrossEntropyOptions options) {
+  if (options.weight.defined()) options.weight = contiguous(to_dtype(options.weight, stats_dtype(logits.dtype())));
+  return options;
+}
+
 Shape loss_shape(const Tensor& logits, Reduction reduction) {
   return reduction == Reduction::none ? Shape{logits.shape()[0]} : Shape{};
 }
@@ -271,7 +298,15 @@ Tensor embedding(const Tensor& weight, const Tensor& indices) {
   return out;
 }
 
-Tensor embedding_backward(const Tensor& grad_out, const Tensor& indices, int64_t num_weights) {
+int64_t normalize_padding_idx(const char* op, int64_t padding_idx, int64_t num_weights) {
+  if (padding_idx < -num_weights || padding_idx >= num_weights)
+    throw Error(fmt::format("{}: padding_idx {} is out of range for {} rows (expected {}..{})", op, padding_idx,
+                            num_weights, -num_weights, num_weights - 1));
+  return padding_idx < 0 ? padding_idx + num_weights : padding_idx;
+}
+
+Tensor embedding_backward(const Tensor& grad_out, const Tensor& indices, int64_t num_weights,
+                          std::optional<int64_t> padding_idx) {
   const char* op = "embedding_backward";
   check_defined(op, grad_out, "grad_out");
   check_defined(op, indices, "indices");
@@ -284,38 +319,63 @@ Tensor embedding_backward(const Tensor& grad_out, const Tensor& indices, int64_t
   if (!matches)
     throw Error(fmt::format("embedding_backward: grad_out {} must be the indices' shape {} plus one trailing dim",
                             shape_str(grad_out.shape()), shape_str(indices.shape())));
+  const std::optional<int64_t> padding_row =
+      padding_idx ? std::optional(normalize_padding_idx(op, *padding_idx, num_weights)) : std::nullopt;
   Tensor grad_weight = empty({num_weights, grad_out.shape().back()}, grad_out.dtype(), grad_out.device());
   ACCEL_DISPATCH(op, grad_out.device(), embedding_backward, grad_weight, contiguous(grad_out), contiguous(indices));
+  if (padding_row) zero_(select(grad_weight, 0, *padding_row));  // PyTorch's padding: a row that never learns
   return grad_weight;
 }
 
-Tensor cross_entropy(const Tensor& logits, const Tensor& target, int64_t ignore_index, Reduction reduction) {
+Tensor cross_entropy(const Tensor& logits, const Tensor& target, const CrossEntropyOptions& options) {
   const char* op = "cross_entropy";
   check_cross_entropy_inputs(op, logits, target);
-  Tensor loss = empty(loss_shape(logits, reduction), stats_dtype(logits.dtype()), logits.device());
-  ACCEL_DISPATCH(op, logits.device(), cross_entropy, loss, contiguous(logits), contiguous(target), ignore_index,
-                 reduction);
+  check_cross_entropy_options(op, logits, options);
+  if (!is_plain(options) && !logits.device().is_cpu()) return cross_entropy_by_ops(logits, target, options);
+  Tensor loss = empty(loss_shape(logits, options.reduction), stats_dtype(logits.dtype()), logits.device());
+  if (is_plain(options))
+    ACCEL_DISPATCH(op, logits.device(), cross_entropy, loss, contiguous(logits), contiguous(target),
+                   options.ignore_index, options.reduction);
+  else
+    cpu::cross_entropy(loss, contiguous(logits), contiguous(target), cpu_options(logits, options));
   return loss;
 }
 
+Tensor cross_entropy(const Tensor& logits, const Tensor& target, int64_t ignore_index, Reduction reduction) {
+  return nograd::cross_entropy(logits, target, {.ignore_index = ignore_index, .reduction = reduction});
+}
+
 Tensor cross_entropy_backward(const Tensor& grad_loss, const Tensor& logits, const Tensor& target,
-                              int64_t ignore_index, Reduction reduction) {
+                              const CrossEntropyOptions& options) {
   const char* op = "cross_entropy_backward";
   check_cross_entropy_inputs(op, logits, target);
+  check_cross_entropy_options(op, logits, options);
   check_defined(op, grad_loss, "grad_loss");
-  const Shape expected = loss_shape(logits, reduction);
+  const Shape expected = loss_shape(logits, options.reduction);
   if (grad_loss.shape() != expected)
     throw Error(fmt::format("{}: grad_loss has shape {}, expected {} for reduction {}", op,
-                            shape_str(grad_loss.shape()), shape_str(expected), reduction_name(reduction)));
+                            shape_str(grad_loss.shape()), shape_str(expected), reduction_name(options.reduction)));
   const DType ld = stats_dtype(logits.dtype());
   if (grad_loss.dtype() != ld)
     throw Error(fmt::format("{}: grad_loss is {}, expected {} (the loss dtype for {} logits)", op,
                             dtype_name(grad_loss.dtype()), dtype_name(ld), dtype_name(logits.dtype())));
   check_same_device(op, grad_loss, "grad_loss", logits, "logits");
+  if (!is_plain(options) && !logits.device().is_cpu())
+    return cross_entropy_backward_by_ops(grad_loss, logits, target, options);
   Tensor grad = empty(logits.shape(), logits.dtype(), logits.device());
-  ACCEL_DISPATCH(op, logits.device(), cross_entropy_backward, grad, contiguous(grad_loss), contiguous(logits),
-                 contiguous(target), ignore_index, reduction);
+  if (is_plain(options))
+    ACCEL_DISPATCH(op, logits.device(), cross_entropy_backward, grad, contiguous(grad_loss), contiguous(logits),
+                   contiguous(target), options.ignore_index, options.reduction);
+  else
+    cpu::cross_entropy_backward(grad, contiguous(grad_loss), contiguous(logits), contiguous(target),
+                                cpu_options(logits, options));
   return grad;
+}
+
+Tensor cross_entropy_backward(const Tensor& grad_loss, const Tensor& logits, const Tensor& target,
+                              int64_t ignore_index, Reduction reduction) {
+  return nograd::cross_entropy_backward(grad_loss, logits, target,
+                                        {.ignore_index = ignore_index, .reduction = reduction});
 }
 
 DropoutResult dropout(const Tensor& x, double p, Generator& gen) {

@@ -10,6 +10,7 @@
 #include "tensor/creation.h"
 #include "tensor/dispatch.h"
 #include "tensor/nograd/copy.h"
+#include "tensor/nograd/elementwise.h"
 #include "tensor/nograd/views.h"
 
 #if ACCEL_WITH_CUDA
@@ -62,8 +63,8 @@ struct ColumnSplit {
   int64_t outer = 1, size = 1, inner = 1;
 };
 std::optional<ColumnSplit> column_split(cpu::ReduceOp op, const Tensor& t, const std::vector<int64_t>& dims) {
-  if (op == cpu::ReduceOp::max || !is_floating(t.dtype()) || !t.device().is_cpu() || !t.is_contiguous() ||
-      dims.empty() || t.dim() == 0)
+  if (op == cpu::ReduceOp::max || op == cpu::ReduceOp::min || !is_floating(t.dtype()) || !t.device().is_cpu() ||
+      !t.is_contiguous() || dims.empty() || t.dim() == 0)
     return std::nullopt;
   std::vector<bool> reduced(static_cast<size_t>(t.dim()), false);
   for (int64_t d : dims) {
@@ -104,13 +105,40 @@ Tensor reduce(cpu::ReduceOp op, const char* name, const Tensor& t, const std::ve
     return out;
   }
   Plan plan = plan_reduction(name, t, dims, keepdim);
-  if (op == cpu::ReduceOp::max && plan.inner == 0)
-    throw Error(fmt::format("{}: cannot take the max over an empty dim of {}", name, shape_str(t.shape())));
+  const bool keeps_dtype = op == cpu::ReduceOp::max || op == cpu::ReduceOp::min;
+  if (keeps_dtype && plan.inner == 0)
+    throw Error(fmt::format("{}: cannot take the {} over an empty dim of {}", name, name, shape_str(t.shape())));
   if (op == cpu::ReduceOp::mean && !is_floating(t.dtype()))
     throw_unsupported_dtype(name, t.dtype(), "a floating dtype");
-  const DType out_dtype = op == cpu::ReduceOp::max ? t.dtype() : sum_dtype(t.dtype());
-  Tensor out = empty(plan.out_shape, out_dtype, t.device());
+  Tensor out = empty(plan.out_shape, keeps_dtype ? t.dtype() : sum_dtype(t.dtype()), t.device());
+  if (op == cpu::ReduceOp::min && !t.device().is_cpu()) {
+    // CUDA has no min kernel: a floating min is -max(-t), exact and with max's NaN rule; other
+    // dtypes go through the CPU's loop on a host copy.
+    if (!is_floating(t.dtype()))
+      return to_device(reduce(op, name, to_device(t, Device::cpu()), dims, keepdim), t.device());
+    ACCEL_DISPATCH(name, t.device(), reduce_rows, cpu::ReduceOp::max, out, neg(plan.rows), plan.outer, plan.inner);
+    return neg(out);
+  }
   ACCEL_DISPATCH(name, t.device(), reduce_rows, op, out, plan.rows, plan.outer, plan.inner);
+  return out;
+}
+
+// argmax (is_max) or argmin over one dim, as i64.
+Tensor arg_extreme(bool is_max, const char* name, const Tensor& t, int64_t dim, bool keepdim) {
+  if (!t.defined()) throw Error(fmt::format("{}: got an undefined tensor", name));
+  const int64_t d = normalize_dim(name, dim, t.dim());
+  Plan plan = plan_reduction(name, t, {d}, keepdim);
+  if (plan.inner == 0) throw Error(fmt::format("{}: dim {} of {} is empty", name, d, shape_str(t.shape())));
+  Tensor out = empty(plan.out_shape, DType::i64, t.device());
+  if (is_max) {
+    ACCEL_DISPATCH(name, t.device(), argmax_rows, out, plan.rows, plan.outer, plan.inner);
+  } else if (t.device().is_cpu()) {
+    cpu::argmin_rows(out, plan.rows, plan.outer, plan.inner);
+  } else if (is_floating(t.dtype())) {  // as min: the first maximum of -t is the first minimum of t
+    ACCEL_DISPATCH(name, t.device(), argmax_rows, out, neg(plan.rows), plan.outer, plan.inner);
+  } else {
+    return to_device(arg_extreme(false, name, to_device(t, Device::cpu()), dim, keepdim), t.device());
+  }
   return out;
 }
 
@@ -129,14 +157,13 @@ Tensor max(const Tensor& t, const std::vector<int64_t>& dims, bool keepdim) {
 }
 Tensor max(const Tensor& t) { return max(t, {}, false); }
 
-Tensor argmax(const Tensor& t, int64_t dim, bool keepdim) {
-  const int64_t d = normalize_dim("argmax", dim, t.dim());
-  Plan plan = plan_reduction("argmax", t, {d}, keepdim);
-  if (plan.inner == 0) throw Error(fmt::format("argmax: dim {} of {} is empty", d, shape_str(t.shape())));
-  Tensor out = empty(plan.out_shape, DType::i64, t.device());
-  ACCEL_DISPATCH("argmax", t.device(), argmax_rows, out, plan.rows, plan.outer, plan.inner);
-  return out;
+Tensor min(const Tensor& t, const std::vector<int64_t>& dims, bool keepdim) {
+  return reduce(cpu::ReduceOp::min, "min", t, dims, keepdim);
 }
+Tensor min(const Tensor& t) { return min(t, {}, false); }
+
+Tensor argmax(const Tensor& t, int64_t dim, bool keepdim) { return arg_extreme(true, "argmax", t, dim, keepdim); }
+Tensor argmin(const Tensor& t, int64_t dim, bool keepdim) { return arg_extreme(false, "argmin", t, dim, keepdim); }
 
 Tensor sum_to_shape(const Tensor& t, const Shape& shape) {
   if (t.shape() == shape) return t;

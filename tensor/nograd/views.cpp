@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <numeric>
 #include <optional>
 
@@ -18,16 +19,23 @@ Tensor restride(const Tensor& t, Shape shape, Strides strides, int64_t offset) {
 
 Shape infer_shape(const char* op, const Tensor& t, const Shape& requested) {
   Shape shape = requested;
-  int64_t known = 1, infer_at = -1;
+  int64_t infer_at = -1;
   for (size_t i = 0; i < shape.size(); ++i) {
     if (shape[i] == -1) {
       if (infer_at >= 0) throw Error(fmt::format("{}: only one -1 allowed in shape {}", op, shape_str(requested)));
       infer_at = static_cast<int64_t>(i);
     } else if (shape[i] < 0) {
       throw Error(fmt::format("{}: negative size in shape {}", op, shape_str(requested)));
-    } else {
-      known *= shape[i];
     }
+  }
+  // The dims given must count no more elements than int64 can, whatever the -1 turns out to be.
+  int64_t known = 1;
+  for (int64_t d : shape) {
+    if (d == -1) continue;
+    const std::optional<int64_t> product = mul_checked(known, d);
+    if (!product && std::find(shape.begin(), shape.end(), 0) == shape.end())
+      throw Error(fmt::format("{}: shape {} has more elements than int64 can count", op, shape_str(requested)));
+    known = product.value_or(0);
   }
   if (infer_at >= 0) {
     if (known == 0 || t.numel() % known != 0)
@@ -35,9 +43,9 @@ Shape infer_shape(const char* op, const Tensor& t, const Shape& requested) {
                               shape_str(requested), t.numel(), shape_str(t.shape())));
     shape[infer_at] = t.numel() / known;
   }
-  if (shape_numel(shape) != t.numel())
+  if (shape_numel(shape, op) != t.numel())
     throw Error(fmt::format("{}: shape {} has {} elements but the input {} has {}", op, shape_str(requested),
-                            shape_numel(shape), shape_str(t.shape()), t.numel()));
+                            shape_numel(shape, op), shape_str(t.shape()), t.numel()));
   return shape;
 }
 
@@ -46,7 +54,7 @@ Shape infer_shape(const char* op, const Tensor& t, const Shape& requested) {
 std::optional<Strides> view_strides(const Shape& old_shape, const Strides& old_strides, const Shape& shape) {
   if (old_shape.empty()) return Strides(shape.size(), 1);
   const int64_t numel = shape_numel(old_shape);
-  if (numel == 0) return contiguous_strides(shape);
+  if (numel == 0) return contiguous_strides(shape, "view");
   Strides strides(shape.size());
   int64_t view_d = static_cast<int64_t>(shape.size()) - 1;
   int64_t chunk_base_stride = old_strides.back();
@@ -119,7 +127,7 @@ Tensor narrow(const Tensor& t, int64_t dim, int64_t start, int64_t length) {
   const int64_t d = normalize_dim("narrow", dim, t.dim());
   const int64_t size = t.dim() == 0 ? 1 : t.shape()[d];
   if (start < 0) start += size;
-  if (start < 0 || length < 0 || start + length > size)
+  if (start < 0 || length < 0 || start > size || length > size - start)
     throw Error(fmt::format("narrow: start {} length {} out of range for dim {} of size {} (shape {})", start, length,
                             d, size, shape_str(t.shape())));
   Shape shape = t.shape();
@@ -137,8 +145,11 @@ Tensor slice(const Tensor& t, int64_t dim, int64_t start, int64_t end, int64_t s
   end = std::clamp<int64_t>(end, start, size);
   Shape shape = t.shape();
   Strides strides = t.strides();
-  shape[d] = (end - start + step - 1) / step;
-  strides[d] *= step;
+  shape[d] = (end - start) / step + ((end - start) % step != 0);  // ceil without overflow
+  // With one element or none, the step never moves, so a step whose stride overflows is harmless.
+  if (const std::optional<int64_t> stride = mul_checked(strides[d], step)) strides[d] = *stride;
+  else if (shape[d] > 1)
+    throw Error(fmt::format("slice: step {} of dim {} (stride {}) overflows int64", step, d, strides[d]));
   return restride(t, shape, strides, t.offset() + start * t.strides()[d]);
 }
 
@@ -182,6 +193,7 @@ Tensor expand(const Tensor& t, const Shape& requested) {
                               shape_str(requested), i, have));
     }
   }
+  shape_numel(shape, "expand");  // a view of stride 0 costs nothing, but numel() must still count it
   return restride(t, shape, strides, t.offset());
 }
 
@@ -227,7 +239,12 @@ std::vector<Tensor> split(const Tensor& t, int64_t split_size, int64_t dim) {
 
 std::vector<Tensor> split(const Tensor& t, const std::vector<int64_t>& sizes, int64_t dim) {
   const int64_t d = normalize_dim("split", dim, t.dim());
-  const int64_t total = std::accumulate(sizes.begin(), sizes.end(), int64_t{0});
+  int64_t total = 0;
+  for (int64_t s : sizes) {
+    const std::optional<int64_t> sum = add_checked(total, s);
+    if (!sum) throw Error(fmt::format("split: sizes {} add up to more than int64 can count", shape_str(sizes)));
+    total = *sum;
+  }
   if (total != t.shape()[d])
     throw Error(fmt::format("split: sizes {} sum to {} but dim {} has size {}", shape_str(sizes), total, d,
                             t.shape()[d]));

@@ -1,6 +1,8 @@
 // Every differentiable op of autograd/functions.h against finite differences in f64.
 #include <doctest/doctest.h>
 
+#include <cmath>
+
 #include "accel.h"
 
 using namespace accel;
@@ -30,6 +32,23 @@ TEST_CASE("gradcheck: broadcasting arithmetic") {
   check([](const auto& x) { return 2.0 - x[0] * 3.0 + 1.0 / x[1]; }, {a, c});
   check([](const auto& x) { return maximum(x[0], x[1]); }, {a, b});
   check([](const auto& x) { return minimum(x[0], x[1]); }, {a, b});
+}
+
+TEST_CASE("gradcheck: pow at zero and at negative bases, wherever the finite difference is defined") {
+  const auto leaf = [](std::vector<double> v) { return from_vector(v).requires_grad_(); };
+  const auto constant = [](std::vector<double> v) { return from_vector(v); };
+  // Bases at 0 and below 0 with integer exponents; only the base varies (log of a negative is NaN).
+  const Tensor bases = leaf({0.0, -2.0, -1.5, -0.5, 0.0, 1.25});
+  for (double e : {0.0, 1.0, 2.0, 3.0, -1.0, -2.0}) {
+    INFO("scalar exponent ", e);
+    const Tensor x = e < 0 ? leaf({-2.0, -1.5, -0.5, 0.75}) : bases;  // x^-k has no limit at 0
+    check([e](const auto& in) { return pow(in[0], e); }, {x});
+    check([e](const auto& in) { return pow(in[0], full(in[0].shape(), e, DType::f64)); }, {x});
+  }
+  // A zero base under positive exponents: 0^b is 0 on both sides of b, so d/db is 0.
+  check([](const auto& in) { return pow(in[0], in[1]); }, {constant({0.0, 0.0, 0.0, 0.0}), leaf({0.5, 1.0, 2.0, 3.0})});
+  // Both vary, away from a = 0 where d/db has no two-sided limit at b <= 0.
+  check([](const auto& in) { return pow(in[0], in[1]); }, {leaf({0.0, 0.0, 1.5, 2.0}), leaf({1.0, 2.0, 0.0, -1.0})});
 }
 
 TEST_CASE("gradcheck: unary math") {
@@ -106,4 +125,56 @@ TEST_CASE("reductions: values, keepdim, dtypes and errors") {
   CHECK_THROWS_WITH_AS(sum(t, {1, 1}), "sum: dim 1 appears twice in [1, 1]", Error);
   CHECK_THROWS_WITH_AS(mean(ones({2}, DType::i32)), "mean: unsupported dtype i32, expected a floating dtype", Error);
   CHECK_THROWS_WITH_AS(max(zeros({2, 0}), {1}), "max: cannot take the max over an empty dim of [2, 0]", Error);
+}
+
+TEST_CASE("gradcheck: min over dims, and the values of max and min over one dim") {
+  Tensor a = input({3, 4, 2}, 12);
+  check([](const auto& x) { return min(x[0]); }, {a});
+  check([](const auto& x) { return min(x[0], {1}); }, {a});
+  check([](const auto& x) { return min(x[0], {0, 2}, true); }, {a});
+  check([](const auto& x) { return max(x[0], 1).values; }, {a});
+  check([](const auto& x) { return min(x[0], -1, true).values; }, {a});
+}
+
+TEST_CASE("max and min over one dim return values and indices; min and argmin mirror max and argmax") {
+  const Tensor t = from_vector<float>({4, -1, 7, 2, 9, -3}, {2, 3});
+  const auto [top, where_top] = max(t, 1);
+  CHECK(top.to_vector<float>() == std::vector<float>{7, 9});
+  CHECK(where_top.dtype() == DType::i64);
+  CHECK(where_top.to_vector<int64_t>() == std::vector<int64_t>{2, 1});
+  const auto [low, where_low] = min(t, 0, true);
+  CHECK(low.shape() == Shape{1, 3});
+  CHECK(where_low.shape() == Shape{1, 3});
+  CHECK(low.to_vector<float>() == std::vector<float>{2, -1, -3});
+  CHECK(where_low.to_vector<int64_t>() == std::vector<int64_t>{1, 0, 1});
+  CHECK(min(t).item() == -3.0);
+  CHECK(min(t, {1}).to_vector<float>() == std::vector<float>{-1, -3});
+  CHECK(argmin(t, 1).to_vector<int64_t>() == std::vector<int64_t>{1, 2});
+  CHECK(argmin(from_vector<float>({5, 1, 1}), 0).item() == 1);  // the first minimum
+  // A braced single dim still names the dims-list reduction, which returns values only.
+  CHECK(max(t, {1}).to_vector<float>() == std::vector<float>{7, 9});
+  // Integers, bool, NaN (which wins, as in max) and a strided input.
+  CHECK(min(from_vector<int64_t>({3, -9, 4})).item() == -9);
+  CHECK(min(from_vector<int32_t>({2, 7, 1, 8}, {2, 2}), {0}).to_vector<int32_t>() == std::vector<int32_t>{1, 7});
+  CHECK(min(from_vector<bool>({true, false, true})).item() == 0);
+  CHECK(std::isnan(min(from_vector<float>({1, NAN, -5})).item()));
+  CHECK(argmin(from_vector<float>({1, NAN, -5, NAN}), 0).item() == 1);
+  CHECK(min(transpose(t, 0, 1), {1}).to_vector<float>() == std::vector<float>{2, -1, -3});
+  CHECK_THROWS_WITH_AS(min(zeros({2, 0}), {1}), "min: cannot take the min over an empty dim of [2, 0]", Error);
+  CHECK_THROWS_WITH_AS(argmin(zeros({0}), 0), "argmin: dim 0 of [0] is empty", Error);
+  CHECK_THROWS_WITH_AS(max(t, 2), "max: dim 2 out of range for a tensor of rank 2 (expected -2..1)", Error);
+}
+
+// A documented difference from PyTorch: torch.max(x, 1) and torch.min(x, 1) give the whole grad to the
+// index they return ([0, 1, 0] for the row [1, 3, 3]); accel shares it between the tied elements, as
+// torch.amax and a full torch.max() do, so the grad does not depend on which tie the index names.
+TEST_CASE("max and min over a dim split the grad evenly between ties, unlike PyTorch's max(dim)") {
+  Tensor x = from_vector<double>({1, 3, 3, 2, -1, 2}, {2, 3}).requires_grad_();
+  backward(sum(max(x, 1).values));
+  CHECK(x.grad().to_vector<double>() == std::vector<double>{0, 0.5, 0.5, 0.5, 0, 0.5});
+  CHECK(max(x, 1).indices.to_vector<int64_t>() == std::vector<int64_t>{1, 0});  // the first tie, as PyTorch's
+  Tensor y = from_vector<double>({1, 1, 3, 2, -1, -1}, {2, 3}).requires_grad_();
+  backward(sum(min(y, 1).values));
+  CHECK(y.grad().to_vector<double>() == std::vector<double>{0.5, 0.5, 0, 0, 0.5, 0.5});
+  CHECK_FALSE(max(x, 1).indices.requires_grad());
 }

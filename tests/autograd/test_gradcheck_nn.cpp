@@ -53,6 +53,24 @@ TEST_CASE("gradcheck: embedding w.r.t. weight, with repeated indices") {
   check([&](const auto& x) { return embedding(x[0], idx32) * embedding(x[0], idx32); }, {weight});
 }
 
+TEST_CASE("embedding with padding_idx: that row gets no grad, the others PyTorch's") {
+  // F.embedding(idx, w, padding_idx=-1) for w [4, 2], backward of arange(12).reshape(2, 3, 2)
+  // (PyTorch 2.x): w.grad rows [6, 7], [4, 6], [10, 11], [0, 0]. The forward still reads row 3.
+  for (int64_t padding_idx : {3, -1}) {
+    Tensor w = from_vector<double>({0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8}, {4, 2}).requires_grad_();
+    const Tensor idx = from_vector<int64_t>({1, 3, 1, 0, 3, 2}, {2, 3});
+    const Tensor out = embedding(w, idx, padding_idx);
+    CHECK(out.to_vector<double>()[2] == 0.7);
+    backward(out, reshape(to(arange(12), DType::f64), {2, 3, 2}));
+    CHECK(w.grad().to_vector<double>() == std::vector<double>{6, 7, 4, 6, 10, 11, 0, 0});
+  }
+  const Tensor w = input({4, 2}, 13);
+  CHECK_THROWS_WITH_AS(embedding(w, from_vector<int64_t>({0}), 4),
+                       "embedding: padding_idx 4 is out of range for 4 rows (expected -4..3)", Error);
+  // The rows that are not padding still pass gradcheck.
+  check([](const auto& x) { return embedding(x[0], from_vector<int64_t>({0, 2, 2, 1}), 3); }, {w});
+}
+
 TEST_CASE("gradcheck: cross_entropy w.r.t. logits, for each reduction and with ignore_index") {
   Tensor logits = input({5, 4}, 9, 2.0);
   const Tensor target = from_vector<int64_t>({3, -100, 0, 2, 0});
@@ -68,6 +86,70 @@ TEST_CASE("gradcheck: cross_entropy w.r.t. logits, for each reduction and with i
   check([&](const auto& x) { return cross_entropy(x[0], none_left, 7, Reduction::mean); }, {logits});
   // Composed with another op, so grad_loss is not 1.
   check([&](const auto& x) { return cross_entropy(x[0] * x[0], target, -100) * 3.0; }, {logits});
+}
+
+TEST_CASE("gradcheck: cross_entropy with per-class weight and label_smoothing, for each reduction") {
+  Tensor logits = input({5, 4}, 14, 2.0);
+  const Tensor target = from_vector<int64_t>({3, -100, 0, 2, 0});
+  const Tensor target32 = from_vector<int32_t>({3, 1, 0, 2, 0});  // with ignore_index 0
+  const Tensor weight = from_vector<double>({0.5, 2.0, 1.0, 0.25});
+  for (Reduction reduction : {Reduction::none, Reduction::mean, Reduction::sum}) {
+    for (double eps : {0.0, 0.15, 1.0}) {
+      INFO("reduction ", static_cast<int>(reduction), " label_smoothing ", eps);
+      check([&](const auto& x) {
+        return cross_entropy(x[0], target, {.reduction = reduction, .label_smoothing = eps});
+      }, {logits});
+      check([&](const auto& x) {
+        return cross_entropy(x[0], target, {.weight = weight, .reduction = reduction, .label_smoothing = eps});
+      }, {logits});
+      check([&](const auto& x) {
+        return cross_entropy(x[0], target32, {.weight = weight, .ignore_index = 0, .reduction = reduction,
+                                            .label_smoothing = eps});
+      }, {logits});
+    }
+  }
+  check([&](const auto& x) {
+    return cross_entropy(x[0] * x[0], target, {.weight = weight, .label_smoothing = 0.2}) * 3.0;
+  }, {logits});
+}
+
+TEST_CASE("cross_entropy with options records its node and matches PyTorch's weighted, smoothed mean") {
+  // F.cross_entropy(x, [2, 0, -100, 1], weight=[0.5, 2, 1.5], label_smoothing=0.1) and its grad
+  // (PyTorch 2.x, f64); tests/tensor/test_nn_op_options.cpp has every reduction and option.
+  Tensor x = from_vector<double>({1.0, -0.5, 2.0, 0.25, 0.75, -1.0, 3.0, 0.0, -2.0, -1.5, 0.5, 1.25}, {4, 3})
+                 .requires_grad_();
+  const Tensor target = from_vector<int64_t>({2, 0, -100, 1});
+  const Tensor weight = from_vector<double>({0.5, 2.0, 1.5});
+  const Tensor loss = cross_entropy(x, target, {.weight = weight, .label_smoothing = 0.1});
+  CHECK(loss.grad_fn()->name() == "CrossEntropyBackward");
+  CHECK(loss.item() == doctest::Approx(0.9169238847723563).epsilon(1e-14));
+  backward(loss);
+  const std::vector<double> torch_grad{0.0899197506896552,   0.004326850705841434, -0.09424660139549661,
+                                       -0.06698281609547502, 0.06524815458034372,  0.0017346615151313026,
+                                       0.0,                  0.0,                  0.0,
+                                       0.01594566725148562,  -0.31805550306501373, 0.3021098358135282};
+  const auto grad = x.grad().to_vector<double>();
+  for (size_t i = 0; i < grad.size(); ++i) CHECK(grad[i] == doctest::Approx(torch_grad[i]).epsilon(1e-13));
+}
+
+// The documented differences from PyTorch: a mean over nothing is 0 (PyTorch: NaN), and f16 logits
+// give an f32 loss (PyTorch: f16).
+TEST_CASE("cross_entropy differs from PyTorch on purpose: 0 for every target ignored, f32 for f16 logits") {
+  Tensor x = input({3, 4}, 15);
+  const Tensor ignored = from_vector<int64_t>({-100, -100, -100});
+  const CrossEntropyOptions weighted{.weight = from_vector<double>({1, 2, 3, 4}), .label_smoothing = 0.1};
+  for (const CrossEntropyOptions& options : {CrossEntropyOptions{}, weighted}) {
+    const Tensor loss = cross_entropy(x, ignored, options);
+    CHECK(loss.item() == 0.0);
+    backward(loss);
+    CHECK(x.grad().to_vector<double>() == std::vector<double>(12, 0.0));
+  }
+  Tensor h = to(from_vector<float>({1.0f, -2.0f, 0.5f, 3.0f, 0.0f, 1.0f}, {2, 3}), DType::f16).requires_grad_();
+  const Tensor hl = cross_entropy(h, from_vector<int64_t>({2, 0}), {.label_smoothing = 0.1});
+  CHECK(hl.dtype() == DType::f32);
+  backward(hl);
+  CHECK(h.grad().dtype() == DType::f16);
+  CHECK(cross_entropy(h, from_vector<int64_t>({2, 0})).dtype() == DType::f32);
 }
 
 TEST_CASE("gradcheck: dropout with a fixed generator state") {

@@ -1,9 +1,9 @@
 // GPU neural-network ops against the CPU path on the same inputs, forward and backward, in f32, f16,
 // bf16 and f64: softmax and log-softmax over every kind of dim and each path of the row kernels
 // (cached in registers, streamed, column-wise), layer norm with and without weight and bias (and its
-// deterministic weight/bias grads), embedding, cross-entropy with ignore_index and every reduction,
-// dropout's mask (identical to the CPU's) and index_select. Inputs come in contiguous and
-// non-contiguous layouts.
+// deterministic weight/bias grads), embedding, cross-entropy with ignore_index, every reduction, weights
+// and label smoothing, dropout's mask (identical to the CPU's) and index_select. Inputs come in
+// contiguous and non-contiguous layouts.
 #include <limits>
 
 #include "tensor/nograd/copy.h"
@@ -184,6 +184,8 @@ TEST_CASE("embedding: gathers rows and sums repeated positions in the CPU's orde
         // the same bits.
         check_close(nograd::embedding_backward(gpu(dy), gpu(indices), 50), nograd::embedding_backward(dy, indices, 50), 0.0,
                     0.0, what + " backward");
+        check_close(nograd::embedding_backward(gpu(dy), gpu(indices), 50, -47),
+                    nograd::embedding_backward(dy, indices, 50, -47), 0.0, 0.0, what + " backward, padding_idx 3");
       }
     }
   }
@@ -224,6 +226,46 @@ TEST_CASE("cross_entropy: every reduction, ignore_index, short and very long row
       }
     }
   }
+}
+
+TEST_CASE("cross_entropy with weight and label_smoothing: the GPU's composition of raw ops equals the CPU's loop") {
+  for (DType dtype : float_dtypes()) {
+    for (int64_t classes : {3, 1000, 50257}) {
+      const int64_t rows = classes >= 5000 ? 7 : 61;
+      const Tensor logits = nograd::mul(random({rows, classes}, dtype, Device::cpu(), 110 + classes), 2.0);
+      std::vector<int64_t> t;
+      for (int64_t n = 0; n < rows; ++n) t.push_back(n % 5 == 2 ? 1 : (n * 37 + 11) % classes);
+      const Tensor target = from_vector(t);
+      const Tensor weight = random_uniform({classes}, 0.25, 2.0, DType::f32, Device::cpu(), 120);
+      for (Reduction reduction : {Reduction::none, Reduction::mean, Reduction::sum}) {
+        for (double eps : {0.0, 0.1}) {
+          const std::string what = fmt::format("cross_entropy {} [{}, {}] reduction {} label_smoothing {}",
+                                               dtype_name(dtype), rows, classes, static_cast<int>(reduction), eps);
+          const CrossEntropyOptions cpu_options{.weight = weight, .ignore_index = 1, .reduction = reduction,
+                                                .label_smoothing = eps};
+          CrossEntropyOptions gpu_options = cpu_options;
+          gpu_options.weight = gpu(weight);
+          const Tensor want = nograd::cross_entropy(logits, target, cpu_options);
+          const Tensor got = nograd::cross_entropy(gpu(logits), gpu(target), gpu_options);
+          CHECK(got.device() == kGpu);
+          check_close(got, want, nn_rtol(want.dtype()) * std::sqrt(static_cast<double>(classes)), 1e-5, what);
+          const Tensor grad_loss = reduction == Reduction::none ? random({rows}, want.dtype(), Device::cpu(), 96)
+                                                                : full({}, 0.75, want.dtype());
+          close(nograd::cross_entropy_backward(gpu(grad_loss), gpu(logits), gpu(target), gpu_options),
+                nograd::cross_entropy_backward(grad_loss, logits, target, cpu_options), what + " backward");
+        }
+      }
+    }
+  }
+  const Tensor logits = random({4, 6}, DType::f32, Device::cpu(), 101);
+  const CrossEntropyOptions smoothed{.label_smoothing = 0.2};
+  const Tensor ignored = gpu(from_vector<int64_t>({-100, -100, -100, -100}));
+  CHECK(nograd::cross_entropy(gpu(logits), ignored, smoothed).item() == 0.0);
+  CHECK(error_of([&] { nograd::cross_entropy(gpu(logits), gpu(from_vector<int64_t>({0, 6, 1, 2})), smoothed); }) ==
+        "cross_entropy: target[1] = 6 is out of range for 6 classes (ignore_index is -100)");
+  const Tensor target = gpu(from_vector<int64_t>({0, 1, 1, 2}));
+  CHECK(error_of([&] { nograd::cross_entropy(gpu(logits), target, {.weight = ones({6})}); }) ==
+        "cross_entropy: weight is on cpu but logits is on cuda:0");
 }
 
 TEST_CASE("cross_entropy: all rows ignored means 0, and bad targets fail as on the CPU") {

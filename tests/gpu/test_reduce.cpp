@@ -1,4 +1,4 @@
-// GPU reductions against the CPU path: sum, mean, max and argmax over every dim pattern, in every
+// GPU reductions against the CPU path: sum, mean, max, min, argmax and argmin over every dim pattern, in every
 // dtype, along short rows (a warp each), long rows (split over blocks) and everything in between.
 #include "tensor/nograd/copy.h"
 #include "tensor/nograd/elementwise.h"
@@ -85,6 +85,24 @@ TEST_CASE("reduce: NaN wins max and argmax, and ties go to the first index") {
     const Tensor short_rows = nograd::narrow(xg, 1, 16990, 20);
     CHECK(nograd::argmax(short_rows, 1).to_vector<int64_t>() == std::vector<int64_t>{10, 0, 0});
   }
+}
+
+TEST_CASE("reduce: min and argmin (-max(-t) for floating dtypes, a host copy for the others) equal the CPU's") {
+  for (DType dtype : {DType::f32, DType::bf16, DType::f16, DType::f64, DType::i32, DType::i64, DType::boolean}) {
+    for (const Shape& shape : std::vector<Shape>{{7, 3}, {5, 4097}, {2, 100003}}) {
+      const Tensor x = random(shape, dtype, Device::cpu(), 93), xg = nograd::to_device(x, kGpu);
+      const std::string what = fmt::format("{} {}", dtype_name(dtype), shape_str(shape));
+      const Tensor m = nograd::min(xg, {-1});
+      CHECK(m.device() == kGpu);
+      check_close(m, nograd::min(x, {-1}), 0.0, 0.0, "min " + what);
+      check_close(nograd::argmin(xg, -1), nograd::argmin(x, -1), 0.0, 0.0, "argmin " + what);
+      check_close(nograd::min(xg, {0}, true), nograd::min(x, {0}, true), 0.0, 0.0, "min dim 0 " + what);
+    }
+  }
+  Tensor x = from_vector<float>({3, NAN, -1, -1, 2, -1}, {2, 3});
+  const Tensor xg = nograd::to_device(x, kGpu);
+  check_close(nograd::min(xg, {1}), nograd::min(x, {1}), 0.0);
+  CHECK(nograd::argmin(xg, 1).to_vector<int64_t>() == std::vector<int64_t>{1, 0});
 }
 
 TEST_CASE("reduce: empty rows sum to zero and empty outputs launch nothing") {

@@ -84,6 +84,26 @@ TEST_CASE("Embedding picks rows; its N(0, init_std^2) init has about that spread
   CHECK(std::sqrt(sq / 10000) == doctest::Approx(0.02).epsilon(0.05));
 }
 
+TEST_CASE("Embedding with padding_idx: that row starts at 0 and never gets a grad, as in PyTorch") {
+  Generator gen(12), same(12);
+  Embedding plain(5, 3, same);
+  Embedding emb(5, 3, gen, {.padding_idx = -2});
+  CHECK(emb.padding_idx() == 3);
+  CHECK_FALSE(plain.padding_idx().has_value());
+  const auto w = as_f64(emb.weight()), p = as_f64(plain.weight());
+  for (int64_t i = 0; i < 15; ++i) CHECK(w[i] == (i / 3 == 3 ? 0.0 : p[i]));  // the same draws, row 3 zeroed
+  const Tensor idx = from_vector<int64_t>({3, 1, 3});
+  backward(sum(emb(idx) * 2.0));
+  const auto g = as_f64(emb.weight().grad());
+  for (int64_t i = 0; i < 15; ++i) CHECK(g[i] == (i / 3 == 1 ? 2.0 : 0.0));
+  CHECK_THROWS_WITH_AS(Embedding(5, 3, gen, {.padding_idx = 5}),
+                       "Embedding: padding_idx 5 is out of range for 5 rows (expected -5..4)", Error);
+  CHECK_THROWS_WITH_AS(Embedding(5, 3, gen, {.padding_idx = -6}),
+                       "Embedding: padding_idx -6 is out of range for 5 rows (expected -5..4)", Error);
+  Embedding narrow(100, 2, gen, {.init_std = 0.02, .padding_idx = 0});
+  for (double v : as_f64(narrow.weight())) CHECK(std::abs(v) < 0.2);
+}
+
 TEST_CASE("Dropout drops and rescales only in training mode") {
   Generator gen(13);
   Dropout drop(0.25, gen);
@@ -161,4 +181,24 @@ TEST_CASE("cross_entropy flattens [B, T, C] logits and skips ignored targets") {
   check_close(as_f64(none), per_position, 1e-12);
   CHECK_THROWS_WITH_AS(nn::cross_entropy(logits, zeros({6}, DType::i64)),
                        "cross_entropy: target [6] must be logits [2, 3, 4] without the class dim, i.e. [2, 3]", Error);
+}
+
+TEST_CASE("cross_entropy with options on [B, T, C]: weights and smoothing as on the flattened rows") {
+  Generator gen(16);
+  const Tensor logits = randn({2, 3, 4}, gen, DType::f64);
+  const Tensor target = from_vector<int64_t>({0, 3, -100, 2, 1, 1}, {2, 3});
+  const CrossEntropyOptions options{.weight = from_vector<double>({1.0, 0.5, 2.0, 1.5}), .reduction = Reduction::none,
+                                    .label_smoothing = 0.25};
+  const Tensor none = nn::cross_entropy(logits, target, options);
+  CHECK(none.shape() == Shape{2, 3});
+  check_close(as_f64(none), as_f64(accel::cross_entropy(reshape(logits, {6, 4}), reshape(target, {6}), options)), 0.0);
+  CrossEntropyOptions mean = options;
+  mean.reduction = Reduction::mean;
+  // The mean divides by the counted targets' weights: 1 + 1.5 + 2 + 0.5 + 0.5.
+  double total = 0;
+  for (double v : as_f64(none)) total += v;
+  CHECK(nn::cross_entropy(logits, target, mean).item() == doctest::Approx(total / 5.5).epsilon(1e-12));
+  // Documented differences from PyTorch: every target ignored gives 0 (not NaN); f16 logits an f32 loss.
+  CHECK(nn::cross_entropy(logits, full({2, 3}, -100, DType::i64), mean).item() == 0.0);
+  CHECK(nn::cross_entropy(to(logits, DType::f16), target).dtype() == DType::f32);
 }

@@ -1,12 +1,18 @@
 // The Accelerator in one process: settings precedence for backend and bucket_cap_mb, collectives
-// that are the identity, and gradient accumulation through the optimizer's step hook. Multi-rank behaviour
-// is tested under mpirun in tests/ddp/.
+// that are the identity, gradient accumulation through the optimizer's step hook, and the
+// deterministic option. Multi-rank behaviour is tested under mpirun in tests/ddp/.
 #include <doctest/doctest.h>
 
+#include <omp.h>
+
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 
 #include "accel.h"
+#include "tensor/deterministic.h"
+#include "tensor/nograd/copy.h"
+#include "tensor/nograd/elementwise.h"
 
 using namespace accel;
 
@@ -130,4 +136,53 @@ TEST_CASE("backend nccl needs NCCL in the build and a GPU for this process") {
                          Error);
   }
 #endif
+}
+
+namespace {
+
+// The bytes of the loss and of every weight after one prepared AdamW step of a small GPT, on
+// `threads` OpenMP threads.
+std::vector<std::vector<unsigned char>> gpt_step_bytes(Accelerator& accelerator, int threads) {
+  const int before = omp_get_max_threads();
+  omp_set_num_threads(threads);
+  Generator gen(5);
+  auto gpt = std::make_shared<nn::GPT>(
+      nn::GPTConfig{.vocab_size = 65, .block_size = 64, .n_layer = 2, .n_head = 4, .n_embd = 128}, gen);
+  auto adamw = std::make_shared<optim::AdamW>(gpt->parameters(), optim::AdamWOptions{.lr = 1e-2});
+  auto [model, opt] = accelerator.prepare(gpt, adamw);
+  auto tokens = [&] { return nograd::to_dtype(nograd::mul(rand({4, 64}, gen, DType::f64), 65.0), DType::i64); };
+  const Tensor idx = tokens(), targets = tokens();
+  opt->zero_grad();
+  const Tensor loss = nn::cross_entropy((*model)(idx), targets);
+  accelerator.backward(loss);
+  opt->step();
+  std::vector<std::vector<unsigned char>> out;
+  for (const Tensor& t : std::vector<Tensor>{loss, (*model)(idx)}) {
+    const auto* p = static_cast<const unsigned char*>(t.data_ptr());
+    out.emplace_back(p, p + t.numel() * static_cast<int64_t>(dtype_size(t.dtype())));
+  }
+  for (const Tensor& p : model->parameters()) {
+    const auto* b = static_cast<const unsigned char*>(p.data_ptr());
+    out.emplace_back(b, b + p.numel() * static_cast<int64_t>(dtype_size(p.dtype())));
+  }
+  omp_set_num_threads(before);
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("deterministic = true sets the ops' switch, and a GPT training step then gives the same bits on 1 to 4 "
+          "threads") {
+  const DeterministicGuard restore(deterministic_mode());  // the Accelerator leaves the switch as it set it
+  const TempConfig config("gradient_accumulation_steps: 1\n");
+  AcceleratorOptions o = quiet(config);
+  o.deterministic = true;
+  Accelerator accelerator(o);
+  CHECK(deterministic_mode());
+  const auto one = gpt_step_bytes(accelerator, 1);
+  for (int threads : {2, 3, 4}) CHECK_MESSAGE(gpt_step_bytes(accelerator, threads) == one, threads << " threads");
+
+  o.deterministic = false;  // the next Accelerator sets the switch back
+  Accelerator plain(o);
+  CHECK_FALSE(deterministic_mode());
 }

@@ -76,3 +76,38 @@ TEST_CASE("the config file reads and writes the typed choices through the same t
   CHECK_THROWS_WITH_AS(parse_config("mixed_precision: fp8\n", "test.yaml"),
                        doctest::Contains("mixed_precision must be one of no, fp16, bf16, got 'fp8'"), Error);
 }
+
+TEST_CASE("deterministic: code, then ACCEL_DETERMINISTIC (1/0/true/false), then off; named on the start-up line once "
+          "chosen") {
+  AcceleratorOptions o;
+  auto env_with = [](const char* value) {
+    return EnvironmentVariables{{"ACCEL_CONFIG_FILE", "/nonexistent/accel-test-settings.yaml"},
+                                {"ACCEL_DETERMINISTIC", value}};
+  };
+  EffectiveSettings s = resolve_settings(o, env_with(""));  // empty: unset
+  CHECK_FALSE(s.deterministic.value);
+  CHECK(s.deterministic.source == "default");
+  CHECK(s.describe().find("deterministic") == std::string::npos);  // the default line stays as it was
+
+  s = resolve_settings(o, env_with("1"));
+  CHECK(s.deterministic.value);
+  CHECK(s.deterministic.source == "environment ACCEL_DETERMINISTIC");
+  CHECK(s.describe() ==
+        "mixed_precision=no (default), grad_comm_dtype=f32 (default), cpu=false (default), "
+        "gradient_accumulation_steps=1 (default), backend=auto (default), bucket_cap_mb=25 (default), "
+        "deterministic=true (environment ACCEL_DETERMINISTIC)");
+  CHECK(resolve_settings(o, env_with("true")).deterministic.value);
+  CHECK_FALSE(resolve_settings(o, env_with("0")).deterministic.value);
+
+  o.deterministic = false;  // code wins over the environment
+  s = resolve_settings(o, env_with("1"));
+  CHECK_FALSE(s.deterministic.value);
+  CHECK(s.deterministic.source == "code");
+  CHECK(s.describe().find(", deterministic=false (code)") != std::string::npos);
+
+  o.deterministic.reset();
+  CHECK_THROWS_WITH_AS(resolve_settings(o, env_with("yes")),
+                       "Accelerator: deterministic 'yes' from environment ACCEL_DETERMINISTIC is not valid; expected "
+                       "1, 0, true or false",
+                       Error);
+}

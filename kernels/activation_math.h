@@ -1,0 +1,116 @@
+// tanh and the tanh-form GELU in f32, with their derivatives computed from the input, shared by the
+// CPU loops and the CUDA kernels. Forward results are within about an ulp of the f64 function and
+// derivatives within about 1e-6 relative (see tests/kernels/test_activation_math.cpp); libm's tanhf
+// is 2 ulp here and 1 - tanh^2 from a rounded tanh loses most of its digits where tanh saturates.
+// All arithmetic (no libm call), so the CPU loops vectorise; it needs hardware fma to be fast.
+#pragma once
+
+#include <cmath>
+
+#include "kernels/double_float.h"
+#include "kernels/exp_math.h"
+#include "kernels/hd.h"
+
+namespace accel {
+
+// tanh on |x| < 1: x + x^3 p(x^2), p a degree-7 least-squares fit (0.05 of 2^-24 relative).
+ACCEL_HD_INLINE float tanh_small_f32(float x) {
+  const float s = x * x;
+  float p = 1.203920692e-04f;
+  p = fmaf(p, s, -8.367865230e-04f);
+  p = fmaf(p, s, 3.071459942e-03f);
+  p = fmaf(p, s, -8.589019999e-03f);
+  p = fmaf(p, s, 2.178184874e-02f);
+  p = fmaf(p, s, -5.395236239e-02f);
+  p = fmaf(p, s, 1.333319098e-01f);
+  p = fmaf(p, s, -3.333332837e-01f);
+  return fmaf(x * s, p, x);
+}
+
+// tanh(x) within 1.0 ulp. For |x| >= 1, tanh|x| = 1 - 2e / (1 + e) with e = exp(-2|x|) <= 0.14:
+// the errors of e and of the quotient are scaled by q = 2e / (1 + e) <= 0.24 against an ulp of a
+// result in [0.76, 1), so they add a fifth of an ulp each to the last rounding. (Below 1 that
+// factor grows, hence the polynomial.)
+ACCEL_HD_INLINE float tanh_f32(float x) {
+  const float a = fabsf(x);
+  const float e = exp_f32(-2.0f * (9.5f < a ? 9.5f : a));  // tanh rounds to 1 beyond 9.01
+  const float big = 1.0f - (e + e) / (1.0f + e);
+  return copysignf(a < 1.0f ? tanh_small_f32(a) : big, x);  // odd, -0 included
+}
+
+// d tanh(x)/dx = 1 - tanh(x)^2 = 4e / (1 + e)^2 with e = exp(-2|x|), from x: a few ulp relative
+// everywhere, where 1 - y^2 from a rounded y = tanh(x) is off by up to 3e-8 / (1 - |y|) relative.
+ACCEL_HD_INLINE float tanh_grad_f32(float x) {
+  const float a = fabsf(x);
+  const float e = exp_f32(-2.0f * (43.0f < a ? 43.0f : a));
+  const float d = 1.0f + e;
+  const float g = 4.0f * e / (d * d);
+  return 43.0f < a ? 0.0f : g;  // below 2e-37 the grad is flushed to 0
+}
+
+namespace gelu_detail {
+
+// GELU(x) = x sigma(2u) with u = k (x + c x^3) = x (k + k c x^2), k = sqrt(2 / pi), c = 0.044715.
+constexpr double kSqrt2OverPi = 0.7978845608028654, kCubic = 0.044715;
+constexpr Float2 kK = split_constant(kSqrt2OverPi), kKC = split_constant(kSqrt2OverPi * kCubic);
+// The backward's B = 2 x du/dx = x (2k + 6 k c x^2) has the same odd-cubic form as u.
+constexpr Float2 k2K = split_constant(2 * kSqrt2OverPi), k6KC = split_constant(6 * kSqrt2OverPi * kCubic);
+
+// GELU(x) is x to f32 precision above this and flushes to zero below minus it: sigma(2u) there is
+// 1 - 1e-38 or less than 1e-38, and 2|u| <= 87.3 keeps exp(-2u) inside exp_split's domain.
+constexpr float kSaturation = 10.0f;
+
+// The pieces of sigma(2u) = 1 / D with D = 1 + E, E = exp(-2u), for x clamped to +-kSaturation: E
+// and D as double-floats and 1 / D rounded. u is carried in double-float: e^(-2u) multiplies any
+// relative error of u by 2|u|, up to 87 here, so an f32 u would cost up to 200 ulp for negative x.
+struct Sigmoid2u {
+  Float2 E, D;
+  float rd;
+};
+
+ACCEL_HD_INLINE float clamp_input(float x) {  // NaN passes
+  const float hi = kSaturation < x ? kSaturation : x;
+  return -kSaturation > hi ? -kSaturation : hi;
+}
+
+ACCEL_HD_INLINE Sigmoid2u sigmoid_2u(float xc) {
+  const Float2 u = odd_cubic(xc, kK, kKC);
+  Sigmoid2u s;
+  s.E = exp_split(-2.0f * u.hi, -2.0f * u.lo);
+  s.D = two_sum(1.0f, s.E.hi);
+  s.D.lo += s.E.lo;
+  s.rd = 1.0f / s.D.hi;
+  return s;
+}
+
+}  // namespace gelu_detail
+
+// GELU in its tanh form, 0.5 x (1 + tanh(u)) = x / (1 + e^(-2u)), within 1.1 ulp where the result
+// is at least 1e-36 in magnitude (below x = -10 it flushes to -0). The division is carried with its
+// residual: no cancellation anywhere, unlike 1 + tanh(u) for negative x.
+ACCEL_HD_INLINE float gelu_f32(float x) {
+  using namespace gelu_detail;
+  const Sigmoid2u s = sigmoid_2u(clamp_input(x));
+  const float q = x * s.rd;
+  const float q_res = fmaf(-q, s.D.hi, x) - q * s.D.lo;  // x - q D
+  const float out = fmaf(q_res, s.rd, q);
+  return kSaturation < x ? x : (x < -kSaturation ? -0.0f : out);  // +inf included
+}
+
+// d GELU(x)/dx = sigma (1 + B (1 - sigma)) with sigma = sigma(2u) and B = 2 x du/dx: within about
+// 1e-6 relative, or 1e-9 absolute where it crosses zero (x = -0.75), with sigma, 1 - sigma = E / D
+// and B carried in double-float so the bracket 1 + B (1 - sigma) keeps its digits near that zero.
+ACCEL_HD_INLINE float gelu_grad_f32(float x) {
+  using namespace gelu_detail;
+  const float xc = clamp_input(x);
+  const Sigmoid2u s = sigmoid_2u(xc);  // above x = 10 this gives 1 exactly
+  const float sigma_lo = (fmaf(-s.rd, s.D.hi, 1.0f) - s.rd * s.D.lo) * s.rd;  // 1/D - rd
+  const float w = s.E.hi * s.rd;                                              // 1 - sigma, rounded
+  const float w_lo = ((fmaf(-w, s.D.hi, s.E.hi) + s.E.lo) - w * s.D.lo) * s.rd;
+  const Float2 b = odd_cubic(xc, k2K, k6KC);
+  const float bracket = fmaf(b.hi, w, 1.0f) + fmaf(b.hi, w_lo, b.lo * w);
+  const float g = fmaf(s.rd, bracket, sigma_lo * bracket);
+  return x < -kSaturation ? 0.0f : g;
+}
+
+}  // namespace accel
