@@ -6,6 +6,8 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <iterator>
+#include <string_view>
 
 #include "tensor/creation.h"
 #include "tensor/nograd/copy.h"
@@ -18,7 +20,16 @@ CheckedCollectives::CheckedCollectives(const Environment& env, std::shared_ptr<c
 
 namespace {
 constexpr int64_t kMaxInfoDims = 8;
-constexpr int64_t kInfoWidth = 4 + kMaxInfoDims;  // defined, dtype, ndim, extra, dims...
+constexpr int64_t kInfoWidth = 5 + kMaxInfoDims;  // defined, dtype, ndim, extra, op, dims...
+
+// The checked collectives by the number that travels, so that ranks in different ones notice.
+constexpr const char* kCheckedOps[] = {"gather", "gather_for_metrics", "reduce", "broadcast", "pad_across_processes"};
+
+int64_t op_code(const char* op) {
+  for (size_t i = 0; i < std::size(kCheckedOps); ++i)
+    if (std::string_view(op) == kCheckedOps[i]) return static_cast<int64_t>(i);
+  throw Error(fmt::format("CheckedCollectives: '{}' is not a checked collective", op));
+}
 }  // namespace
 
 std::vector<CheckedCollectives::TensorInfo> CheckedCollectives::exchange_info(const char* op, const Tensor& t, int64_t extra) {
@@ -27,13 +38,20 @@ std::vector<CheckedCollectives::TensorInfo> CheckedCollectives::exchange_info(co
     mine[0] = 1;
     mine[1] = static_cast<int64_t>(t.dtype());
     mine[2] = t.dim();
-    for (int64_t d = 0; d < std::min(t.dim(), kMaxInfoDims); ++d) mine[4 + d] = t.size(d);
+    for (int64_t d = 0; d < std::min(t.dim(), kMaxInfoDims); ++d) mine[5 + d] = t.size(d);
   }
   mine[3] = extra;
+  mine[4] = op_code(op);
   const int n = env_.comm()->size();
   Tensor all = empty({n, kInfoWidth}, DType::i64);
   env_.comm()->all_gather(from_vector(mine), all);
   const std::vector<int64_t> v = all.to_vector<int64_t>();
+  // Ranks in different collectives met in this exchange; all of them say so in the same words.
+  for (int r = 1; r < n; ++r)
+    if (const int64_t other = v[static_cast<size_t>(r) * kInfoWidth + 4]; other != v[4])
+      throw Error(fmt::format("Accelerator: rank 0 called {} but rank {} called {}; every rank must call the same "
+                              "collectives in the same order",
+                              kCheckedOps[v[4]], r, kCheckedOps[other]));
   std::vector<TensorInfo> infos(static_cast<size_t>(n));
   for (int r = 0; r < n; ++r) {
     const int64_t* row = v.data() + static_cast<size_t>(r) * kInfoWidth;
@@ -46,7 +64,7 @@ std::vector<CheckedCollectives::TensorInfo> CheckedCollectives::exchange_info(co
     if (row[2] > kMaxInfoDims)
       throw Error(fmt::format("Accelerator::{}: rank {} passed a tensor of {} dims; at most {} are supported", op, r,
                               row[2], kMaxInfoDims));
-    info.shape.assign(row + 4, row + 4 + row[2]);
+    info.shape.assign(row + 5, row + 5 + row[2]);
   }
   for (int r = 1; r < n; ++r)
     if (infos[static_cast<size_t>(r)].dtype != infos[0].dtype)

@@ -1,6 +1,6 @@
 // CheckedCollectives: the collectives a training script calls through the Accelerator (gather,
 // gather_for_metrics, reduce, broadcast, pad_across_processes). Each first exchanges every rank's
-// dtype, shape and argument, so ranks that disagree all throw one message instead of hanging.
+// collective, dtype, shape and argument, so ranks that disagree all throw one message instead of hanging.
 #pragma once
 
 #include <memory>

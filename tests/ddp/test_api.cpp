@@ -96,7 +96,8 @@ TEST_CASE("reduce takes a ReduceOp: sum, avg, max and min of every rank's tensor
   CHECK(values(accelerator.reduce(ones({1}))) == std::vector<double>{static_cast<double>(n)});
 }
 
-TEST_CASE("the collectives fail together, with one message on every rank, when the ranks disagree") {
+TEST_CASE("the collectives fail together, with one message on every rank, when the ranks disagree, also on the "
+          "collective itself") {
   Accelerator accelerator(options());
   const int n = accelerator.num_processes(), rank = accelerator.process_index();
   INFO("rank ", rank, " of ", n);
@@ -123,6 +124,13 @@ TEST_CASE("the collectives fail together, with one message on every rank, when t
                    : "Accelerator::reduce: reduction 'max' is not supported; expected sum or mean"));
   CHECK(error_of([&] { accelerator.pad_across_processes(rank == 0 ? ones({2}) : ones({2, 2}), 1); }) ==
         "Accelerator::pad_across_processes: dim 1 is out of range for rank 0's shape [2]");
+  // Different collectives: without the check, reduce on rank 0 against broadcast elsewhere hangs.
+  CHECK(error_of([&] { rank == 0 ? accelerator.reduce(ones({2})) : accelerator.broadcast(ones({2}), 0); }) ==
+        "Accelerator: rank 0 called reduce but rank 1 called broadcast; every rank must call the same collectives in "
+        "the same order");
+  CHECK(error_of([&] { rank == 0 ? accelerator.gather(ones({2})) : accelerator.gather_for_metrics(ones({2})); }) ==
+        "Accelerator: rank 0 called gather but rank 1 called gather_for_metrics; every rank must call the same "
+        "collectives in the same order");
   // The communicator is still in step after the failures.
   CHECK(values(accelerator.reduce(ones({1}))) == std::vector<double>{static_cast<double>(n)});
 }
