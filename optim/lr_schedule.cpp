@@ -67,7 +67,10 @@ LRScheduler LRScheduler::cosine(Optimizer& optimizer, int64_t warmup_steps, int6
 }
 
 void LRScheduler::step() {
-  ++step_;
+  const auto hook = hook_.lock();
+  const int64_t steps = hook ? hook->steps_per_call() : 1;
+  if (steps == 0) return;
+  step_ += steps;
   optimizer_->set_lr(schedule_(step_));
 }
 

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 
 #include "optim/optimizer.h"
 
@@ -17,6 +18,14 @@ double linear_warmup_lr(double base_lr, int64_t warmup_steps, int64_t step);
 // min_lr: min_lr + (base_lr - min_lr) * (1 + cos(pi * (s - warmup) / (total - warmup))) / 2.
 double cosine_lr(double base_lr, double min_lr, int64_t warmup_steps, int64_t total_steps, int64_t step);
 
+// What a prepared scheduler's step() does is decided by its hook (the Accelerator's): how many schedule
+// steps this call advances. 0 inside an accumulation window or after a skipped optimizer step.
+class SchedulerHook {
+ public:
+  virtual ~SchedulerHook() = default;
+  virtual int64_t steps_per_call() = 0;
+};
+
 class LRScheduler {
  public:
   using Schedule = std::function<double(int64_t step)>;
@@ -28,8 +37,11 @@ class LRScheduler {
   static LRScheduler linear_warmup(Optimizer& optimizer, int64_t warmup_steps);
   static LRScheduler cosine(Optimizer& optimizer, int64_t warmup_steps, int64_t total_steps, double min_lr);
 
-  // Call after each optimizer.step(): counts it and sets the lr for the next one.
+  // Call after each optimizer.step(): counts it and sets the lr for the next one. With a hook, the
+  // hook says how many steps the call counts.
   void step();
+  // Held weakly: a scheduler that outlives its hook steps plainly again.
+  void set_step_hook(std::weak_ptr<SchedulerHook> hook) { hook_ = std::move(hook); }
   int64_t step_count() const { return step_; }
   double lr(int64_t step) const { return schedule_(step); }
 
@@ -41,6 +53,7 @@ class LRScheduler {
   Optimizer* optimizer_;
   Schedule schedule_;
   int64_t step_ = 0;
+  std::weak_ptr<SchedulerHook> hook_;
 };
 
 }  // namespace accel::optim

@@ -29,7 +29,9 @@ Accelerator::Accelerator(AcceleratorOptions options)
       precision_(make_precision(settings_, options.loss_scaler, env_->comm())),
       strategy_(make_strategy(*env_, settings_, precision_->policy())),
       accumulation_(settings_.gradient_accumulation_steps.value, gradient_state_),
-      training_step_(std::make_shared<TrainingStep>(accumulation_, *precision_, *strategy_)),
+      training_step_(std::make_shared<TrainingStep>(
+          accumulation_, *precision_, *strategy_,
+          SchedulerStepping{options.step_scheduler_with_optimizer, options.split_batches ? 1 : env_->world_size()})),
       collectives_(*env_, gradient_state_),
       even_batches_(options.even_batches),
       split_batches_(options.split_batches),

@@ -75,7 +75,7 @@ class Accelerator {
   // Prepares each object for this process and returns them in order, so that
   //   auto [model, optimizer, data] = accelerator.prepare(model, optimizer, loader);
   // Models, optimizers and LR schedulers are shared_ptrs (returned as the same objects, ready; a
-  // scheduler is then saved by save_state); DataLoaders are returned as sharded copies that yield
+  // scheduler then counts only real optimizer steps and is saved by save_state); DataLoaders are returned as sharded copies that yield
   // batches on this process's device. Collective with several
   // processes: every rank prepares the same models in the same order.
   template <class... Objects>
@@ -239,7 +239,9 @@ class Accelerator {
       prepare_optimizer(object);
       return object;
     } else if constexpr (std::is_same_v<D, std::shared_ptr<optim::LRScheduler>>) {
-      // Checkpoints carry it; it stays alive with the Accelerator.
+      // It counts the optimizer's real steps (AcceleratorOptions::step_scheduler_with_optimizer), and
+      // checkpoints carry it; it stays alive with the Accelerator.
+      training_step_->add(object);
       parts_.objects.push_back({"LRScheduler", [object] { return object->state_dict(); },
                                 [object](const nn::StateDict& state) { object->load_state_dict(state); }});
       return object;

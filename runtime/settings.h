@@ -62,6 +62,10 @@ struct AcceleratorOptions {
   // many steps, and whether batch_size is the global batch split between the ranks.
   bool even_batches = true;
   bool split_batches = false;
+  // A prepared LR scheduler counts only the optimizer steps that happened (not accumulation
+  // micro-steps, not fp16-skipped steps), and each as num_processes steps unless split_batches: its
+  // schedule is written for one process's batches. false: every scheduler.step() counts once.
+  bool step_scheduler_with_optimizer = true;
   ProjectConfiguration project_configuration;
   // Print the effective settings once on the main process at start.
   bool print_settings = true;

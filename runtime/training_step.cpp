@@ -5,12 +5,23 @@
 
 namespace accel {
 
-TrainingStep::TrainingStep(GradientAccumulation& accumulation, Precision& precision, Strategy& strategy)
-    : accumulation_(accumulation), precision_(precision), strategy_(strategy) {}
+TrainingStep::TrainingStep(GradientAccumulation& accumulation, Precision& precision, Strategy& strategy,
+                           SchedulerStepping scheduling)
+    : accumulation_(accumulation), precision_(precision), strategy_(strategy), scheduling_(scheduling) {}
 
 void TrainingStep::add(const std::shared_ptr<optim::Optimizer>& optimizer) {
   optimizers_.push_back(optimizer);
   optimizer->set_step_hook(weak_from_this());
+}
+
+void TrainingStep::add(const std::shared_ptr<optim::LRScheduler>& scheduler) {
+  scheduler->set_step_hook(std::weak_ptr<optim::SchedulerHook>(shared_from_this()));
+}
+
+int64_t TrainingStep::steps_per_call() {
+  if (!scheduling_.with_optimizer) return 1;
+  if (!accumulation_.sync_gradients() || last_step_skipped_) return 0;
+  return scheduling_.processes;
 }
 
 void TrainingStep::step(optim::Optimizer& optimizer) {
