@@ -74,13 +74,30 @@ class Accelerator {
 
   // Prepares each object for this process and returns them in order, so that
   //   auto [model, optimizer, data] = accelerator.prepare(model, optimizer, loader);
-  // Models, optimizers and LR schedulers are shared_ptrs (returned as the same objects, ready; a
-  // scheduler then counts only real optimizer steps and is saved by save_state); DataLoaders are returned as sharded copies that yield
-  // batches on this process's device. Collective with several
-  // processes: every rank prepares the same models in the same order.
+  // and one object comes back as itself: auto net = accelerator.prepare(model).
+  // Models, optimizers and LR schedulers are shared_ptrs, returned as the same objects, ready (a
+  // scheduler then counts only real optimizer steps, and save_state saves it). DataLoaders are
+  // returned as sharded copies that yield batches on this process's device. Anything else comes back
+  // unchanged. Collective with several processes: every rank prepares the same models in the same order.
   template <class... Objects>
   auto prepare(Objects&&... objects) {
-    return std::tuple{prepare_one(std::forward<Objects>(objects))...};
+    if constexpr (!(Preparable<std::decay_t<Objects>>::value && ...)) {
+      // One readable error, instead of a cascade from the tuple below.
+      static_assert(!(IsPlainModule<std::decay_t<Objects>>::value || ...),
+                    "Accelerator::prepare: pass a model as a std::shared_ptr (std::make_shared<Model>(...)); prepare "
+                    "shares it with the caller and registers its hooks on that object");
+      static_assert(!(std::is_same_v<std::decay_t<Objects>, Tensor> || ...),
+                    "Accelerator::prepare: a Tensor is not prepared; move it with to(tensor, accelerator.device())");
+      static_assert(!(IsPlainOptimizerOrScheduler<std::decay_t<Objects>>::value || ...),
+                    "Accelerator::prepare: pass an optimizer or an LRScheduler as a std::shared_ptr");
+      // Placeholders of the right count, so that `auto [net, opt] = prepare(...)` adds no second error.
+      if constexpr (sizeof...(Objects) == 1) return NotPrepared<Objects...>{};
+      else return std::tuple<NotPrepared<Objects>...>{};
+    } else if constexpr (sizeof...(Objects) == 1) {
+      return prepare_one(std::forward<Objects>(objects)...);  // one object comes back as itself
+    } else {
+      return std::tuple{prepare_one(std::forward<Objects>(objects))...};
+    }
   }
 
   // The precision policy built from mixed_precision and grad_comm_dtype (printed once at start).
@@ -121,10 +138,22 @@ class Accelerator {
   // of an epoch may be shorter (and syncs at the end of the data); without a prepared loader,
   // every k-th call to accumulate() closes a window.
   Scope accumulate();
+  // Accelerate's spelling, accumulate(model): the window covers every prepared model either way.
+  template <class... Models>
+  Scope accumulate(const std::shared_ptr<Models>&...) {
+    static_assert((std::is_base_of_v<nn::Module, Models> && ...), "Accelerator::accumulate takes prepared models");
+    return accumulate();
+  }
   // True when the current micro-step ends an accumulation window (always true outside accumulate()).
   bool sync_gradients() const { return accumulation_.sync_gradients(); }
   // Within this scope, backward leaves gradients local (no all-reduce) and never divides the loss.
   Scope no_sync();
+  // Accelerate's spelling, no_sync(model): every prepared model's grads stay local either way.
+  template <class... Models>
+  Scope no_sync(const std::shared_ptr<Models>&...) {
+    static_assert((std::is_base_of_v<nn::Module, Models> && ...), "Accelerator::no_sync takes prepared models");
+    return no_sync();
+  }
 
   // Scales the grads of params so their total norm_type-norm is at most max_norm and returns the norm
   // before clipping. The norm is the strategy's: over every rank's shards where grads are sharded;
@@ -220,22 +249,30 @@ class Accelerator {
 
  private:
   template <class T>
-  struct IsSharedPtr : std::false_type {};
+  struct NotPrepared {};
   template <class T>
-  struct IsSharedPtr<std::shared_ptr<T>> : std::true_type {
-    using element = T;
-  };
+  struct IsPlainModule : std::is_base_of<nn::Module, T> {};
+  template <class T>
+  struct IsPlainOptimizerOrScheduler
+      : std::bool_constant<std::is_base_of_v<optim::Optimizer, T> || std::is_same_v<T, optim::LRScheduler>> {};
+  template <class T>
+  struct Preparable : std::bool_constant<!IsPlainModule<T>::value && !std::is_same_v<T, Tensor> &&
+                                         !IsPlainOptimizerOrScheduler<T>::value> {};
+  // Whether P is a shared_ptr to a Base or to a class derived from it.
+  template <class P, class Base>
+  struct IsSharedPtrTo : std::false_type {};
+  template <class T, class Base>
+  struct IsSharedPtrTo<std::shared_ptr<T>, Base> : std::is_base_of<Base, T> {};
 
   template <class T>
   auto prepare_one(T&& object) {
     using D = std::decay_t<T>;
     if constexpr (std::is_same_v<D, DataLoader>) {
       return prepare_data_loader(object);
-    } else if constexpr (IsSharedPtr<D>::value && std::is_base_of_v<nn::Module, typename IsSharedPtr<D>::element>) {
+    } else if constexpr (IsSharedPtrTo<D, nn::Module>::value) {
       prepare_model(object);
       return object;
-    } else if constexpr (IsSharedPtr<D>::value &&
-                         std::is_base_of_v<optim::Optimizer, typename IsSharedPtr<D>::element>) {
+    } else if constexpr (IsSharedPtrTo<D, optim::Optimizer>::value) {
       prepare_optimizer(object);
       return object;
     } else if constexpr (std::is_same_v<D, std::shared_ptr<optim::LRScheduler>>) {
@@ -246,9 +283,7 @@ class Accelerator {
                                 [object](const nn::StateDict& state) { object->load_state_dict(state); }});
       return object;
     } else {
-      static_assert(sizeof(D) == 0,
-                    "Accelerator::prepare takes shared_ptrs to nn::Module, optim::Optimizer or optim::LRScheduler, "
-                    "and DataLoaders");
+      return D(std::forward<T>(object));  // not ours to prepare: returned unchanged, as Accelerate does
     }
   }
 

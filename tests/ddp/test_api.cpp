@@ -141,7 +141,7 @@ TEST_CASE("clip_grad_norm returns the global norm of the synchronised grads and 
   INFO("rank ", rank, " of ", n);
   Generator gen(1);
   auto model = std::make_shared<nn::Linear>(4, 1, false, gen);
-  auto [net] = accelerator.prepare(model);
+  auto net = accelerator.prepare(model);
   // Rank r's grad is (r + 1) * [1, 2, 3, 4]; the average is (n + 1) / 2 times that.
   accelerator.backward(sum(net->weight() * from_vector(std::vector<float>{1, 2, 3, 4}, {1, 4}) * (rank + 1.0)));
   const double scale = (n + 1) / 2.0;
@@ -202,6 +202,33 @@ TEST_CASE("settings: bad backend names, nccl without NCCL, and bad bucket caps a
   Accelerator plain(options());
   CHECK(plain.backend() == std::string(plain.num_processes() > 1 ? "mpi" : "none"));
   CHECK((plain.communicator() == nullptr) == (plain.num_processes() == 1));
+}
+
+}  // namespace test
+
+namespace test {
+
+TEST_CASE("accumulate(model) and no_sync(model), Accelerate's spelling, act as accumulate() and no_sync()") {
+  AcceleratorOptions o = options();
+  o.gradient_accumulation_steps = 2;
+  Accelerator accelerator(o);
+  Generator gen(1);
+  auto model = std::make_shared<nn::Linear>(2, 1, false, gen);
+  auto optimizer = std::make_shared<optim::SGD>(model->parameters(), optim::SGDOptions{.lr = 0.1});
+  auto [net, opt] = accelerator.prepare(model, optimizer);
+  std::vector<bool> syncs;
+  for (int i = 0; i < 4; ++i) {
+    auto window = accelerator.accumulate(net);
+    syncs.push_back(accelerator.sync_gradients());
+  }
+  CHECK(syncs == std::vector<bool>{false, true, false, true});
+  // Under no_sync(net) each rank keeps the grad of its own input (rank + 1).
+  const int rank = accelerator.process_index();
+  {
+    auto local = accelerator.no_sync(net);
+    accelerator.backward(sum((*net)(full({1, 2}, rank + 1.0))));
+  }
+  CHECK(values(net->parameters()[0].grad()) == std::vector<double>{rank + 1.0, rank + 1.0});
 }
 
 }  // namespace test

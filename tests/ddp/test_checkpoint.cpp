@@ -221,7 +221,7 @@ TEST_CASE("automatic naming: checkpoint_<n>, total_limit keeps the newest, lates
   o.project_configuration = {.project_dir = root, .automatic_checkpoint_naming = true, .total_limit = 2};
   Accelerator accelerator(o);
   auto model = make_model(1);
-  auto [net] = accelerator.prepare(model);
+  auto net = accelerator.prepare(model);
   std::vector<std::string> saved;
   for (int i = 0; i < 3; ++i) saved.push_back(accelerator.save_state());
   CHECK(saved[2] == root + "/checkpoints/checkpoint_2");

@@ -168,7 +168,7 @@ TEST_CASE("the reducer averages grads; a parameter used on some ranks counts as 
 TEST_CASE("prepare broadcasts rank 0's parameters and buffers to differently initialised ranks") {
   Accelerator accelerator(options());
   auto model = std::make_shared<WithBuffer>(100 + static_cast<uint64_t>(accelerator.process_index()));
-  auto [prepared] = accelerator.prepare(model);
+  auto prepared = accelerator.prepare(model);
   const WithBuffer rank0(100);
   const nn::StateDict mine = prepared->state_dict(), expected = rank0.state_dict();
   REQUIRE(mine.size() == 2);
@@ -186,7 +186,7 @@ TEST_CASE("the Accelerator's reducer: buckets from bucket_cap_mb, events from ac
   o.bucket_cap_mb = 8192.0 / (1 << 20);
   Accelerator accelerator(o);
   auto model = three_layers(1);
-  auto [net] = accelerator.prepare(model);
+  auto net = accelerator.prepare(model);
   const Reducer* reducer = accelerator.reducer(*net);
   if (accelerator.num_processes() == 1) {
     CHECK(reducer == nullptr);  // one process: nothing to reduce

@@ -186,3 +186,17 @@ TEST_CASE("deterministic = true sets the ops' switch, and a GPT training step th
   Accelerator plain(o);
   CHECK_FALSE(deterministic_mode());
 }
+
+TEST_CASE("prepare returns one object as itself, and objects it does not know unchanged") {
+  const TempConfig config("");
+  Accelerator accelerator(quiet(config));
+  Generator gen(1);
+  auto model = std::make_shared<nn::Linear>(2, 2, true, gen);
+  std::shared_ptr<nn::Linear> net = accelerator.prepare(model);  // not a 1-tuple
+  CHECK(net == model);
+  auto other = std::make_shared<nn::Linear>(2, 2, true, gen);
+  auto [second, count, name] = accelerator.prepare(other, 42, std::string("run-7"));
+  CHECK(second == other);
+  CHECK(count == 42);
+  CHECK(name == "run-7");
+}

@@ -25,7 +25,7 @@ TEST_CASE("a checkpoint's model.safetensors is the safetensors format, with the 
   auto model = std::make_shared<nn::Sequential>();
   model->push_back(std::make_shared<nn::Linear>(3, 5, true, gen));
   model->push_back(std::make_shared<nn::LayerNorm>(5));
-  auto [net] = accelerator.prepare(model);
+  auto net = accelerator.prepare(model);
   accelerator.save_state(dir.string());
 
   std::ifstream in(dir / "model.safetensors", std::ios::binary);
