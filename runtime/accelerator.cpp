@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <nlohmann/json.hpp>
 #include <unordered_map>
 
 #include "autograd/engine.h"
@@ -13,6 +14,7 @@
 #include "autograd/grad_mode.h"
 #include "runtime/checkpoint/checkpoint_dir.h"
 #include "runtime/checkpoint/preemption.h"
+#include "runtime/object_collectives.h"
 #include "runtime/precision/make_precision.h"
 #include "runtime/safetensors.h"
 #include "runtime/strategy/data_parallel.h"
@@ -169,13 +171,41 @@ void Accelerator::wait_for_everyone() {
   if (Communicator* comm = env_->comm()) comm->barrier();
 }
 
-Accelerator::Scope Accelerator::main_process_first() {
-  Communicator* comm = env_->comm();
+namespace {
+// The first ones run the scope; the others enter theirs once every first one has left its own.
+Scope goes_first(Communicator* comm, bool first) {
   if (!comm) return Scope();
-  if (!is_main_process()) comm->barrier();  // wait for the main process to leave its scope
-  return Scope([this, comm] {
-    if (is_main_process()) comm->barrier();  // let the others in
+  if (!first) comm->barrier();  // wait for the first ones to leave their scope
+  return Scope([comm, first] {
+    if (first) comm->barrier();  // let the others in
   });
+}
+}  // namespace
+
+Accelerator::Scope Accelerator::main_process_first() { return goes_first(env_->comm(), is_main_process()); }
+
+Accelerator::Scope Accelerator::local_main_process_first() {
+  return goes_first(env_->comm(), is_local_main_process());
+}
+
+std::string Accelerator::distributed_type() const {
+  if (!use_distributed()) return "NO";
+  return device().is_cuda() ? "MULTI_GPU" : "MULTI_CPU";
+}
+
+std::vector<nlohmann::json> Accelerator::gather_object(const nlohmann::json& object) {
+  return accel::gather_object(env_->comm(), object);
+}
+
+std::vector<nlohmann::json> Accelerator::broadcast_object_list(const std::vector<nlohmann::json>& objects, int from) {
+  return accel::broadcast_object_list(env_->comm(), objects, from);
+}
+
+bool Accelerator::check_trigger() {
+  Tensor flag = full({1}, trigger_ ? 1.0 : 0.0, DType::f64);
+  if (env_->comm()) env_->comm()->all_reduce(flag, ReduceOp::max);
+  trigger_ = false;
+  return flag.item() != 0;
 }
 
 void Accelerator::save_model(const nn::Module& model, const std::string& dir) {

@@ -11,6 +11,7 @@
 #include <sstream>
 #include <string>
 #include <future>
+#include <nlohmann/json_fwd.hpp>
 #include <tuple>
 #include <typeinfo>
 #include <type_traits>
@@ -59,6 +60,12 @@ class Accelerator {
   int num_processes() const { return env_->process().world_size; }
   bool is_main_process() const { return env_->process().is_main_process(); }
   bool is_local_main_process() const { return env_->process().is_local_main_process(); }
+  bool is_last_process() const { return process_index() == num_processes() - 1; }
+  // Accelerate's properties: "NO" (one process), "MULTI_CPU" or "MULTI_GPU"; the precision in
+  // effect; whether there are several processes.
+  std::string distributed_type() const;
+  MixedPrecision mixed_precision() const { return settings_.mixed_precision.value; }
+  bool use_distributed() const { return num_processes() > 1; }
   const EffectiveSettings& settings() const { return settings_; }
   int gradient_accumulation_steps() const { return accumulation_.steps(); }
   // "mpi", "ring" or "nccl" with several processes (or one with backend nccl), "none" with one.
@@ -188,6 +195,42 @@ class Accelerator {
     return collectives_.pad_across_processes(tensor, dim, pad_index, pad_first);
   }
 
+  // JSON values (strings, numbers, lists, maps) between the ranks. Collective.
+  // Every rank's object, in rank order.
+  std::vector<nlohmann::json> gather_object(const nlohmann::json& object);
+  // Rank from's objects on every rank; every rank passes a list of the same length.
+  std::vector<nlohmann::json> broadcast_object_list(const std::vector<nlohmann::json>& objects, int from = 0);
+
+  // This rank's contiguous part of items: the first (size % n) ranks get one more. With
+  // apply_padding every rank gets as many, the short ones repeating their last item (so that a
+  // gather gives equal rows). Not collective.
+  template <class T>
+  std::vector<T> split_between_processes(const std::vector<T>& items, bool apply_padding = false) const {
+    const size_t n = static_cast<size_t>(num_processes()), r = static_cast<size_t>(process_index());
+    const size_t base = items.size() / n, extra = items.size() % n;
+    const size_t begin = r * base + std::min(r, extra), count = base + (r < extra ? 1 : 0);
+    std::vector<T> part(items.begin() + static_cast<std::ptrdiff_t>(begin),
+                        items.begin() + static_cast<std::ptrdiff_t>(begin + count));
+    if (apply_padding && extra != 0 && count == base && !items.empty())
+      part.push_back(part.empty() ? items.back() : part.back());
+    return part;
+  }
+
+  // An early-stop flag: any rank may set it; check_trigger (collective, one all-reduce) is then
+  // true on every rank, and clears it.
+  void set_trigger() { trigger_ = true; }
+  bool check_trigger();
+
+  // f() on those processes only.
+  template <class F>
+  void on_main_process(F&& f) const { if (is_main_process()) f(); }
+  template <class F>
+  void on_local_main_process(F&& f) const { if (is_local_main_process()) f(); }
+  template <class F>
+  void on_last_process(F&& f) const { if (is_last_process()) f(); }
+  template <class F>
+  void on_process(int index, F&& f) const { if (process_index() == index) f(); }
+
   // Prints its arguments separated by spaces, on the main process only.
   template <class... Args>
   void print(const Args&... args) const {
@@ -203,6 +246,8 @@ class Accelerator {
   // The main process runs the scope first; the others enter theirs once it has left its own (for
   // work such as downloading or preprocessing a data set once).
   Scope main_process_first();
+  // The same with each machine's local main process first (it waits for every rank, as Accelerate's).
+  Scope local_main_process_first();
   // The model the user built (prepare does not wrap it).
   template <class M>
   std::shared_ptr<M> unwrap_model(const std::shared_ptr<M>& model) const {
@@ -310,6 +355,7 @@ class Accelerator {
   bool split_batches_ = false;
   ProjectConfiguration project_;
   bool stopping_ = false;  // should_stop has said true (and saved)
+  bool trigger_ = false;   // set_trigger, until check_trigger
   TrainingParts parts_;  // what checkpoints hold; the pointers are to the members above
   // An async save: its own communicator for the writer thread's barriers, and the write itself.
   std::shared_ptr<Communicator> checkpoint_comm_;
