@@ -15,20 +15,16 @@
 #include <vector>
 
 #include "accel.h"
+#include "bench/timing.h"
 
 using namespace accel;
 namespace fs = std::filesystem;
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
-}
+using timing::Clock;
+using timing::median;
+using timing::seconds_since;
 
 int64_t directory_bytes(const fs::path& dir) {
   int64_t bytes = 0;

@@ -17,6 +17,7 @@
 #include <fmt/format.h>
 
 #include "accel.h"
+#include "bench/timing.h"
 #include "tensor/deterministic.h"
 #include "tensor/nograd/matmul.h"
 #include "tensor/nograd/views.h"
@@ -24,6 +25,9 @@
 using namespace accel;
 
 namespace {
+
+using timing::median;
+using timing::seconds_of;
 
 struct Case {
   std::string name;
@@ -36,18 +40,6 @@ struct Result {
   double accel_ms, eigen_ms, max_diff;
   double deterministic_ms, deterministic_diff;  // deterministic mode, and its max |diff| from the default
 };
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t h = v.size() / 2;
-  return v.size() % 2 ? v[h] : 0.5 * (v[h - 1] + v[h]);
-}
-
-double seconds_of(const std::function<void()>& f) {
-  const auto t0 = std::chrono::steady_clock::now();
-  f();
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
 
 Result run_case(const Case& c, int warmup, int repeats) {
   Generator gen(42);

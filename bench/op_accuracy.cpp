@@ -16,6 +16,7 @@
 #include <fmt/format.h>
 
 #include "bench/previous_ops.h"
+#include "bench/timing.h"
 #include "tensor/creation.h"
 #include "tensor/generator.h"
 #include "tensor/nograd/elementwise.h"
@@ -25,6 +26,9 @@
 using namespace accel;
 
 namespace {
+
+using timing::median;
+using timing::seconds_of;
 
 struct Row {
   std::string op, shape;
@@ -36,18 +40,6 @@ struct Row {
 struct Timing {
   int warmup, repeats;
 };
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t h = v.size() / 2;
-  return v.size() % 2 ? v[h] : 0.5 * (v[h - 1] + v[h]);
-}
-
-double seconds_of(const std::function<void()>& f) {
-  const auto t0 = std::chrono::steady_clock::now();
-  f();
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
 
 // Median ms of old and new, alternated so that a burst of load on a shared machine hits both alike.
 std::pair<double, double> time_pair(const Timing& t, const std::function<void()>& old_fn,

@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include <accel.h>
+#include "bench/timing.h"
 
 #include "tensor/deterministic.h"
 
@@ -19,17 +20,9 @@ using namespace accel;
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-double seconds_since(Clock::time_point start) {
-  return std::chrono::duration<double>(Clock::now() - start).count();
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
+using timing::Clock;
+using timing::median;
+using timing::seconds_since;
 
 // One GEMM of the step: out[m, n] = a[m, k] @ b[k, n], with a or b read through a transposed view
 // when the step reads it that way.
