@@ -43,6 +43,8 @@ Tensor Module::forward_impl(const Tensor&) {
 }
 
 Tensor Module::forward(const Tensor& input) {
+  std::vector<std::shared_ptr<void>> held;  // the scopes' tokens, released on return or throw
+  forward_scopes_.run(*this, held);
   forward_pre_hooks_.run(*this, input);
   Tensor output = forward_impl(input);
   forward_hooks_.run(*this, input, output);
@@ -52,6 +54,8 @@ Tensor Module::forward(const Tensor& input) {
 HookHandle Module::register_forward_pre_hook(ForwardPreHook hook) { return forward_pre_hooks_.add(std::move(hook)); }
 
 HookHandle Module::register_forward_hook(ForwardHook hook) { return forward_hooks_.add(std::move(hook)); }
+
+HookHandle Module::register_forward_scope(ForwardScope scope) { return forward_scopes_.add(std::move(scope)); }
 
 HookHandle Module::register_backward_hook(BackwardHook hook) {
   const std::vector<Tensor> params = parameters();

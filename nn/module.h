@@ -33,6 +33,9 @@ using ForwardPreHook = std::function<void(Module& module, const Tensor& input)>;
 using ForwardHook = std::function<void(Module& module, const Tensor& input, Tensor& output)>;
 // Called in backward once every parameter of the module (its children's included) has its grad.
 using BackwardHook = std::function<void(Module& module)>;
+// Opens a scope around each forward: what it adds to `held` (an RAII token, such as an autocast
+// guard) lives until that forward returns or throws.
+using ForwardScope = std::function<void(Module& module, std::vector<std::shared_ptr<void>>& held)>;
 
 class Module {
  public:
@@ -45,7 +48,7 @@ class Module {
   // The type's name for messages, e.g. "Linear".
   virtual std::string type_name() const { return "Module"; }
 
-  // Runs the forward-pre hooks, forward_impl, then the forward hooks. However a module is called
+  // Enters the forward scopes, runs the forward-pre hooks, forward_impl, then the forward hooks. However a module is called
   // (forward, operator(), a parent's forward), its hooks run.
   Tensor forward(const Tensor& input);
   Tensor operator()(const Tensor& input) { return forward(input); }
@@ -55,6 +58,8 @@ class Module {
   // the one tie between nn and the runtime.
   HookHandle register_forward_pre_hook(ForwardPreHook hook);
   HookHandle register_forward_hook(ForwardHook hook);
+  // The scope is entered before the forward-pre hooks and left after the forward hooks.
+  HookHandle register_forward_scope(ForwardScope scope);
   // Fires at most once per backward pass, when the last of the module's parameters (those it has
   // now) gets its grad; a pass that leaves some parameter without a grad does not fire it. Throws for
   // a module without parameters.
@@ -115,6 +120,7 @@ class Module {
   StateDict buffers_;
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
   bool training_ = true;
+  HookList<void(Module&, std::vector<std::shared_ptr<void>>&)> forward_scopes_;
   HookList<void(Module&, const Tensor&)> forward_pre_hooks_;
   HookList<void(Module&, const Tensor&, Tensor&)> forward_hooks_;
   // The grad-ready hooks that backward hooks put on the parameters, which may outlive this module:

@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "../ddp/support.h"
+#include "tensor/nograd/copy.h"
 #include "tensor/nograd/elementwise.h"
 #include "tensor/nograd/views.h"
 
@@ -343,4 +344,43 @@ TEST_CASE("fp16 takes one prepared optimizer: a second is rejected") {
   CHECK(error_of([&] { accelerator.prepare(second); }) ==
         "Accelerator::prepare: with mixed_precision=fp16 one optimizer can be prepared (the loss scaler unscales, "
         "checks and updates once per step); this is a second one");
+}
+
+TEST_CASE("a prepared model's forward runs in the mixed precision by itself, with f32 outputs, and trains") {
+  auto values = [](const Tensor& t) { return nograd::to_dtype(t, DType::f64).to_vector<double>(); };
+  for (const char* mode : {"bf16", "fp16"}) {
+    INFO(mode);
+    AcceleratorOptions o = options();
+    o.mixed_precision = mode;
+    Accelerator accelerator(o);
+    Generator gen(5);
+    auto model = std::make_shared<nn::Linear>(64, 8, true, gen);
+    Generator same(5);
+    auto plain = std::make_shared<nn::Linear>(64, 8, true, same);  // the same weights, not prepared
+    const Tensor x = randn({16, 64}, gen);
+    const Tensor f32_out = plain->forward(x);
+    auto optimizer = std::make_shared<optim::SGD>(model->parameters(), optim::SGDOptions{.lr = 0.05});
+    auto [net, opt] = accelerator.prepare(model, optimizer);
+    const Tensor out = net->forward(x);  // no autocast scope in the loop
+    CHECK(out.dtype() == DType::f32);    // converted back, as Accelerate's convert_outputs_to_fp32
+    Tensor reduced;
+    {
+      auto autocast = accelerator.autocast();
+      reduced = to_dtype(plain->forward(x), DType::f32);  // the unprepared model under an explicit scope
+    }
+    CHECK(values(out) == values(reduced));       // the same reduced-precision matmul
+    CHECK(max_abs_diff(values(out), values(f32_out)) > 1e-4);  // and not the f32 one
+    CHECK(max_abs_diff(values(out), values(f32_out)) < 0.1);
+    double first = 0, last = 0;
+    for (int step = 0; step < 30; ++step) {
+      opt->zero_grad();
+      const Tensor loss = nn::mse_loss(net->forward(x), zeros({16, 8}));
+      accelerator.backward(loss);
+      opt->step();
+      (step == 0 ? first : last) = loss.item();
+    }
+    CHECK(last < 0.5 * first);
+    // Outside the model nothing is autocast: the plain model still gives f32 bits.
+    CHECK(values(plain->forward(x)) == values(f32_out));
+  }
 }
