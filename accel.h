@@ -51,4 +51,5 @@
 #include "runtime/safetensors.h"
 #include "runtime/strategy/data_parallel.h"
 #include "runtime/strategy/single_device.h"
+#include "runtime/strategy/zero_stage12.h"
 #include "runtime/strategy/strategy.h"

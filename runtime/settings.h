@@ -10,6 +10,7 @@
 #include "autograd/mixed_precision.h"
 #include "runtime/backend.h"
 #include "runtime/precision/loss_scaler.h"
+#include "runtime/sharding_plugins.h"
 
 namespace accel {
 
@@ -54,6 +55,11 @@ struct AcceleratorOptions {
   // Gradient buckets fill up to this many MiB (ACCEL_BUCKET_CAP_MB; default 25). The first bucket
   // is capped at min(1, bucket_cap_mb) so the first all-reduce starts early.
   std::optional<double> bucket_cap_mb;
+  // Sharded data parallelism (docs/zero.md): ZeRO stage 1, 2 or 3 through DeepSpeed's names, or FSDP's
+  // sharding strategies (FULL_SHARD is stage 3, SHARD_GRAD_OP stage 2). At most one of the two
+  // (ACCEL_ZERO_STAGE, ACCEL_FSDP_SHARDING_STRATEGY). Neither: plain data parallel.
+  std::optional<DeepSpeedPlugin> deepspeed_plugin;
+  std::optional<FSDPPlugin> fsdp_plugin;
   // How prepare() shards DataLoaders (see ShardOptions): pad the last steps so every rank runs as
   // many steps, and whether batch_size is the global batch split between the ranks.
   bool even_batches = true;
@@ -78,6 +84,11 @@ struct EffectiveSettings {
   Setting<int> gradient_accumulation_steps;
   Setting<Backend> backend;
   Setting<double> bucket_cap_mb;
+  // 0 (plain data parallel) to 3; from a DeepSpeedPlugin's zero_stage or an FSDPPlugin's strategy.
+  Setting<int> zero_stage;
+  std::string sharding_via;  // "deepspeed", "fsdp", or "" with neither
+  AutoWrapPolicy auto_wrap;  // FSDP's units (stage 3)
+  bool reshard_after_forward = true;
   std::string config_path;  // empty when no config file was read
   std::string describe() const;  // one line for the start-up print
 };
