@@ -4,11 +4,10 @@
 #include <algorithm>
 #include <string>
 
-#include <fmt/format.h>
-
 #include "runtime/strategy/data_parallel.h"
 #include "runtime/strategy/single_device.h"
 #include "runtime/strategy/zero_stage12.h"
+#include "runtime/strategy/zero_stage3.h"
 
 namespace accel {
 
@@ -26,7 +25,8 @@ std::unique_ptr<Strategy> make_strategy(const Environment& env, const EffectiveS
   if (stage == 1 || stage == 2)
     return std::make_unique<ZeroStage12>(stage, env.device(), env.grads_comm().dup(), policy.grad_comm,
                                          options.bucket_cap_bytes);
-  throw Error(fmt::format("make_strategy: zero_stage {} ({}) is not built yet", stage, settings.zero_stage.source));
+  return std::make_unique<ZeroStage3>(env.device(), env.grads_comm().dup(), policy.grad_comm, settings.auto_wrap,
+                                      settings.reshard_after_forward);
 }
 
 }  // namespace accel

@@ -77,3 +77,84 @@ TEST_CASE("a unit's padded layout: every rank owns one contiguous slice, the pad
 }
 
 }  // namespace test
+
+namespace test {
+
+TEST_CASE("stage 3: one all-gather per unit in forward, one in backward, one reduce-scatter per unit") {
+  for (const bool accumulate : {false, true}) {
+    INFO("rank ", world()->rank(), accumulate ? ", an early micro-step" : ", a syncing backward");
+    auto counting = std::make_shared<CountingCommunicator>(world()->dup());
+    ZeroStage3 strategy(Device::cpu(), counting, DType::f32, AutoWrapPolicy{}, /*reshard_after_forward=*/true);
+    auto model = make_odd_mlp(5);
+    auto sgd = make_optimizer("sgd", model->parameters());
+    strategy.prepare_model(*model);
+    strategy.prepare_optimizer(*sgd);
+    CHECK(strategy.unit_names(*model) == std::vector<std::string>{"0", "2", "4"});  // each Linear; no root unit
+    // Between uses every rank holds its slices only: the parameters' data is given back.
+    CHECK(model->parameters()[0].storage()->is_released());
+    counting->reset();
+    strategy.clear_events();
+    const Tensor loss = loss_of(*model, world()->rank());
+    CHECK(counting->count("all_gather") == 3);
+    CHECK(total(*counting) == 3);
+    // Unit 0 gathers itself and prefetches unit 1; unit 1's forward prefetches unit 2.
+    using K = ZeroEvent::Kind;
+    CHECK(strategy.events() == std::vector<ZeroEvent>{{K::gather, 0}, {K::gather, 1}, {K::free, 0}, {K::gather, 2},
+                                                      {K::free, 1}, {K::free, 2}});
+    for (const Tensor& p : model->parameters()) CHECK(p.storage()->is_released());
+    counting->reset();
+    strategy.clear_events();
+    strategy.before_backward(!accumulate);
+    backward(loss);
+    strategy.after_backward();
+    CHECK(counting->count("all_gather") == 3);
+    CHECK(counting->count("reduce_scatter") == 3);
+    CHECK(total(*counting) == 6);
+    // Backward runs in reverse: each unit is gathered (the one before it prefetched), its grads
+    // reduce-scattered as soon as its backward is done, and freed.
+    CHECK(strategy.events() == std::vector<ZeroEvent>{{K::gather, 2}, {K::gather, 1}, {K::reduce_scatter, 2},
+                                                      {K::free, 2}, {K::gather, 0}, {K::reduce_scatter, 1},
+                                                      {K::free, 1}, {K::reduce_scatter, 0}, {K::free, 0}});
+    const std::vector<Tensor> grads = strategy.local_grads(model->parameters());
+    REQUIRE(grads.size() == 3);
+    for (const Tensor& p : model->parameters()) CHECK_FALSE(p.grad().defined());
+    // The step updates the slices and gathers nothing: the next forward does.
+    counting->reset();
+    strategy.optimizer_step(*sgd);
+    CHECK(total(*counting) == 0);
+  }
+}
+
+TEST_CASE("stage 3: get_state_dict gathers the full weights; a parameter read outside its unit says why it cannot") {
+  auto model = make_odd_mlp(9);
+  const nn::StateDict before = model->state_dict();
+  std::vector<std::vector<float>> expected;
+  for (const auto& [name, t] : before) expected.push_back(t.to_vector<float>());
+  ZeroStage3 strategy(Device::cpu(), world()->dup(), DType::f32, AutoWrapPolicy{.min_num_params = 60}, true);
+  strategy.prepare_model(*model);  // every rank built seed 9, so rank 0's broadcast changes nothing
+  CHECK(strategy.unit_names(*model) == std::vector<std::string>{"0", "2", "(root)"});
+  const nn::StateDict full = strategy.model_state_dict(*model);
+  REQUIRE(full.size() == before.size());
+  for (size_t i = 0; i < full.size(); ++i) {
+    CHECK(full[i].first == before[i].first);
+    CHECK(full[i].second.to_vector<float>() == expected[i]);
+  }
+  CHECK_THROWS_WITH_AS(model->parameters()[0].to_vector<float>(),
+                       doctest::Contains("was released (a sharded parameter read outside its unit's forward"), Error);
+  // Loading full weights keeps each rank's slices of them.
+  nn::StateDict doubled;
+  for (const auto& [name, t] : full) doubled.emplace_back(name, t * 2.0);
+  strategy.load_model_state_dict(*model, doubled, true);
+  const nn::StateDict back = strategy.model_state_dict(*model);
+  for (size_t i = 0; i < back.size(); ++i) CHECK(back[i].second.to_vector<float>() == (full[i].second * 2.0).to_vector<float>());
+}
+
+TEST_CASE("auto_wrap: a module type that matches nothing is an error naming the setting and the types there are") {
+  auto model = make_odd_mlp(1);
+  CHECK_THROWS_WITH_AS(auto_wrap_units(*model, {.module_types = {"GPTBlock"}}),
+                       "auto_wrap: FSDPPlugin auto_wrap.module_types names 'GPTBlock', which matches no module of this "
+                       "Sequential (its module types: Linear, Sequential, Tanh)",
+                       Error);
+}
+
+}  // namespace test

@@ -40,7 +40,9 @@ struct ZeroRun {
 // (prepare takes rank 0's).
 ZeroRun train_zero(const ZeroSpec& spec, uint64_t seed);
 
-// max |a - b| / max(|b|, floor) over the elements: a relative difference that does not explode at 0.
-double max_rel_diff(const std::vector<double>& a, const std::vector<double>& b, double floor = 1e-2);
+// max over i of |a_i - b_i| / |b_i|: for values such as losses that are never near 0.
+double max_rel_diff(const std::vector<double>& a, const std::vector<double>& b);
+// max |a - b| / max |b|: a vector's difference relative to its scale (weights, some of them near 0).
+double rel_diff(const std::vector<double>& a, const std::vector<double>& b);
 
 }  // namespace test
