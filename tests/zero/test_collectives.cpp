@@ -1,6 +1,8 @@
 // The collectives each stage runs, counted at the communicator: nothing on the early micro-steps of
 // an accumulation window, one reduce-scatter per unit on the backward that syncs, one all-gather per
 // unit after the step.
+#include <filesystem>
+
 #include "counting_communicator.h"
 #include "zero_support.h"
 
@@ -155,6 +157,49 @@ TEST_CASE("auto_wrap: a module type that matches nothing is an error naming the 
                        "auto_wrap: FSDPPlugin auto_wrap.module_types names 'GPTBlock', which matches no module of this "
                        "Sequential (its module types: Linear, Sequential, Tanh)",
                        Error);
+}
+
+}  // namespace test
+
+namespace test {
+
+TEST_CASE("the seed's DeepSpeedPlugin snippet: stage 2, accumulation 2, fp16; save_model loads into a plain model") {
+  // deepspeed_plugin = DeepSpeedPlugin(zero_stage=2, gradient_accumulation_steps=2)
+  // accelerator = Accelerator(mixed_precision='fp16', deepspeed_plugin=deepspeed_plugin)
+  AcceleratorOptions o = options();
+  o.deepspeed_plugin = DeepSpeedPlugin{.zero_stage = 2, .gradient_accumulation_steps = 2};
+  o.mixed_precision = "fp16";
+  Accelerator accelerator(o);
+  CHECK(accelerator.strategy().name() == "zero_2");
+  CHECK(accelerator.gradient_accumulation_steps() == 2);
+  auto model = make_odd_mlp(3);
+  auto optimizer = make_optimizer("adamw", model->parameters());
+  DataLoader loader(odd_data(64), {.batch_size = 4, .shuffle = true, .seed = 1});
+  auto [net, opt, data] = accelerator.prepare(model, optimizer, loader);
+  for (const Batch& batch : data) {
+    auto scope = accelerator.accumulate();
+    opt->zero_grad();
+    Tensor loss;
+    {
+      auto autocast = accelerator.autocast();
+      loss = nn::mse_loss((*net)(batch[0]), batch[1]);
+    }
+    accelerator.backward(loss);
+    opt->step();
+  }
+  const std::string dir = (std::filesystem::temp_directory_path() / "accel_zero_seed_snippet").string();
+  accelerator.wait_for_everyone();
+  auto unwrapped = accelerator.unwrap_model(net);
+  accelerator.save_model(*unwrapped, dir);  // get_state_dict's full weights, written by rank 0
+  const nn::StateDict full = accelerator.get_state_dict(*net);
+  // An unsharded model of another init loads the file and holds exactly the trained weights.
+  auto plain = make_odd_mlp(77);
+  CHECK(plain->load_state_dict(load_safetensors(dir + "/model.safetensors").tensors).missing.empty());
+  const nn::StateDict loaded = plain->state_dict();
+  REQUIRE(loaded.size() == full.size());
+  for (size_t i = 0; i < full.size(); ++i) CHECK(loaded[i].second.to_vector<float>() == full[i].second.to_vector<float>());
+  accelerator.wait_for_everyone();
+  if (accelerator.is_main_process()) std::filesystem::remove_all(dir);
 }
 
 }  // namespace test
