@@ -111,7 +111,8 @@ std::optional<int> parse_zero_stage(const std::string& s) {
 
 // The ZeRO stage and FSDP's units from the plugins given in code, else ACCEL_ZERO_STAGE or
 // ACCEL_FSDP_SHARDING_STRATEGY (set by `accel launch --use_deepspeed / --use_fsdp`), else 0.
-void resolve_sharding(const AcceleratorOptions& o, const Env& env, EffectiveSettings& s) {
+void resolve_sharding(const AcceleratorOptions& o, const Env& env, const std::optional<ConfigFile>& file,
+                      EffectiveSettings& s) {
   const std::optional<std::string> env_stage = lookup(env, "ACCEL_ZERO_STAGE");
   const std::optional<std::string> env_fsdp = lookup(env, "ACCEL_FSDP_SHARDING_STRATEGY");
   if (o.deepspeed_plugin && o.fsdp_plugin)
@@ -138,6 +139,11 @@ void resolve_sharding(const AcceleratorOptions& o, const Env& env, EffectiveSett
     if (!fsdp)
       throw Error(fmt::format("Accelerator: fsdp_sharding_strategy '{}' from {} is not valid; expected {}", *env_fsdp,
                               source, available_choices(kShardingStrategyNames)));
+  } else if (file && file->zero_stage != 0) {
+    text = std::to_string(file->zero_stage), source = "config file", s.sharding_via = "deepspeed";
+  } else if (file && !file->fsdp_sharding_strategy.empty()) {
+    fsdp = value_in(kShardingStrategyNames, file->fsdp_sharding_strategy), source = "config file";
+    s.sharding_via = "fsdp";
   }
   if (fsdp) {
     if (!available_in(kShardingStrategyNames, *fsdp))
@@ -216,7 +222,7 @@ EffectiveSettings resolve_settings(const AcceleratorOptions& o, const Env& env) 
        o.bucket_cap_mb ? std::optional<std::string>(fmt::format("{}", *o.bucket_cap_mb)) : std::nullopt,
        std::nullopt, "25", parse_positive_number, "a number of MiB > 0"},
       env);
-  resolve_sharding(o, env, s);
+  resolve_sharding(o, env, file, s);
   return s;
 }
 

@@ -2,7 +2,11 @@
 // ACCEL_FSDP_SHARDING_STRATEGY from `accel launch`, and the errors that name both settings.
 #include <doctest/doctest.h>
 
+#include <filesystem>
+#include <fstream>
+
 #include "accel.h"
+#include "runtime/config_file.h"
 
 using namespace accel;
 
@@ -104,4 +108,28 @@ TEST_CASE("bad sharding configurations name both settings") {
                        "Accelerator: fsdp_sharding_strategy 'FULL' from environment ACCEL_FSDP_SHARDING_STRATEGY is not "
                        "valid; expected FULL_SHARD, SHARD_GRAD_OP or NO_SHARD",
                        Error);
+}
+
+TEST_CASE("the config file's zero_stage or fsdp_sharding_strategy, below code and environment") {
+  const std::string path = (std::filesystem::temp_directory_path() / "accel_test_zero_config.yaml").string();
+  {
+    std::ofstream out(path);
+    out << "zero_stage: 3\n";
+  }
+  AcceleratorOptions o = quiet();
+  o.config_file = path;
+  EffectiveSettings s = resolve_settings(o, kNoEnv);
+  CHECK(s.zero_stage.value == 3);
+  CHECK(s.zero_stage.source == "config file");
+  s = resolve_settings(o, with_env({{"ACCEL_ZERO_STAGE", "1"}}));
+  CHECK(s.zero_stage.value == 1);
+  ConfigFile c = parse_config("fsdp_sharding_strategy: SHARD_GRAD_OP\n", "test.yaml");
+  CHECK(c.fsdp_sharding_strategy == "SHARD_GRAD_OP");
+  CHECK(parse_config(to_yaml(c), "round trip") == c);
+  CHECK_THROWS_WITH_AS(parse_config("zero_stage: 2\nfsdp_sharding_strategy: FULL_SHARD\n", "test.yaml"),
+                       "test.yaml: zero_stage 2 and fsdp_sharding_strategy FULL_SHARD are two ways to shard; give one",
+                       Error);
+  CHECK_THROWS_WITH_AS(parse_config("zero_stage: 5\n", "test.yaml"),
+                       "test.yaml:1: zero_stage must be 0, 1, 2 or 3, got 5", Error);
+  std::filesystem::remove(path);
 }
