@@ -44,7 +44,8 @@ std::map<size_t, std::vector<std::pair<std::string, Tensor>>> by_index(const opt
 
 }  // namespace
 
-ShardOptimizer::ShardOptimizer(optim::Optimizer& user, std::vector<const FlatUnit*> units, std::vector<Tensor> shards)
+ShardOptimizer::ShardOptimizer(optim::Optimizer& user, std::vector<const FlatUnit*> units, std::vector<Tensor> shards,
+                               const std::string& strategy)
     : user_(user), units_(std::move(units)) {
   std::unordered_map<const TensorImpl*, Place> where;
   for (size_t u = 0; u < units_.size(); ++u)
@@ -54,16 +55,16 @@ ShardOptimizer::ShardOptimizer(optim::Optimizer& user, std::vector<const FlatUni
     const auto it = where.find(user.params()[i].impl());
     if (it == where.end())
       throw Error(fmt::format("Accelerator::prepare: the optimizer's parameter {} ({}) is in no model prepared under "
-                              "ZeRO; prepare its model first",
-                              i, user.params()[i].str()));
+                              "{}; prepare its model first",
+                              i, user.params()[i].str(), strategy));
     places_.push_back(it->second);
     ++covered[it->second.unit];
   }
   for (size_t u = 0; u < units_.size(); ++u)
     if (covered[u] != units_[u]->params().size())
-      throw Error(fmt::format("Accelerator::prepare: the optimizer holds {} of the {} parameters of ZeRO unit '{}'; "
+      throw Error(fmt::format("Accelerator::prepare: the optimizer holds {} of the {} parameters of {} unit '{}'; "
                               "a unit's parameters are updated together, so one optimizer must hold all of them",
-                              covered[u], units_[u]->params().size(), units_[u]->name()));
+                              covered[u], units_[u]->params().size(), strategy, units_[u]->name()));
   shard_optimizer_ = user.make_like(std::move(shards));
 }
 

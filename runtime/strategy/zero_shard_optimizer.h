@@ -5,6 +5,7 @@
 #pragma once
 
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "collective/communicator.h"
@@ -16,8 +17,10 @@ namespace accel {
 class ShardOptimizer {
  public:
   // shards[u] is unit u's slice, a leaf whose grad the strategy sets to the averaged shard grad.
-  // Every parameter of user must lie in one of units, and every unit's parameters in user.
-  ShardOptimizer(optim::Optimizer& user, std::vector<const FlatUnit*> units, std::vector<Tensor> shards);
+  // Every parameter of user must lie in one of units, and every unit's parameters in user; the
+  // errors name strategy ("zero_3").
+  ShardOptimizer(optim::Optimizer& user, std::vector<const FlatUnit*> units, std::vector<Tensor> shards,
+                 const std::string& strategy);
 
   optim::Optimizer& user() const { return user_; }
   const std::vector<const FlatUnit*>& units() const { return units_; }

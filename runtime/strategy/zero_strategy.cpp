@@ -73,7 +73,7 @@ void ZeroStrategy::prepare_optimizer(optim::Optimizer& optimizer) {
     units.push_back(u->flat.get());
     shards.push_back(u->shard);
   }
-  optimizers_.push_back(std::make_unique<ShardOptimizer>(optimizer, units, shards));
+  optimizers_.push_back(std::make_unique<ShardOptimizer>(optimizer, units, shards, name()));
 }
 
 std::vector<Tensor> ZeroStrategy::local_grads(const std::vector<Tensor>& params) const {
