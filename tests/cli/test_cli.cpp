@@ -33,7 +33,8 @@ struct Run {
 Run run(const std::string& command, int timeout = 60) {
   const std::string line = fmt::format(
       "env -u ACCEL_BACKEND -u ACCEL_MIXED_PRECISION -u ACCEL_GRADIENT_ACCUMULATION_STEPS -u ACCEL_USE_CPU "
-      "-u ACCEL_BUCKET_CAP_MB -u ACCEL_MPIRUN_ARGS ACCEL_CONFIG_FILE=/nonexistent/accel-cli-tests.yaml timeout {} env {} 2>&1",
+      "-u ACCEL_BUCKET_CAP_MB -u ACCEL_MPIRUN_ARGS -u ACCEL_ZERO_STAGE -u ACCEL_FSDP_SHARDING_STRATEGY "
+      "ACCEL_CONFIG_FILE=/nonexistent/accel-cli-tests.yaml timeout {} env {} 2>&1",
       timeout, command);
   Run r;
   FILE* pipe = popen(line.c_str(), "r");
