@@ -68,6 +68,13 @@ ShardOptimizer::ShardOptimizer(optim::Optimizer& user, std::vector<const FlatUni
   shard_optimizer_ = user.make_like(std::move(shards));
 }
 
+int64_t ShardOptimizer::state_bytes() const {
+  int64_t bytes = 0;
+  for (const auto& [key, t] : shard_optimizer_->state_dict())
+    if (key != "lr") bytes += static_cast<int64_t>(t.nbytes());
+  return bytes;
+}
+
 void ShardOptimizer::step() {
   shard_optimizer_->set_lr(user_.lr());
   shard_optimizer_->apply_update();

@@ -91,6 +91,24 @@ std::vector<Tensor> ZeroStrategy::local_grads(const std::vector<Tensor>& params)
   return grads;
 }
 
+ZeroStrategy::HeldBytes ZeroStrategy::held_bytes() const {
+  HeldBytes held;
+  for (const auto& u : units_) {
+    const FlatUnit& flat = *u->flat;
+    if (!flat.full().storage()->is_released()) held.parameters += static_cast<int64_t>(flat.full().nbytes());
+    if (u->shard.storage() != flat.full().storage()) held.parameters += static_cast<int64_t>(u->shard.nbytes());
+    if (flat.full_grad().defined()) held.gradients += static_cast<int64_t>(flat.full_grad().nbytes());
+    for (const Tensor& p : flat.params()) {
+      const Tensor g = p.grad();
+      const bool own = g.defined() && !(flat.full_grad().defined() && g.storage() == flat.full_grad().storage());
+      if (own) held.gradients += static_cast<int64_t>(g.nbytes());
+    }
+    if (u->shard_grad.defined()) held.gradients += static_cast<int64_t>(u->shard_grad.nbytes());
+  }
+  for (const auto& o : optimizers_) held.optimizer_state += o->state_bytes();
+  return held;
+}
+
 double ZeroStrategy::combine_norm(double local, bool inf_norm) const {
   Tensor value = scalar_tensor(local, DType::f64);
   comm_->all_reduce(value, inf_norm ? ReduceOp::max : ReduceOp::sum);

@@ -40,6 +40,14 @@ class ZeroStrategy : public Strategy {
   // The units of a prepared model, in the order their collectives run.
   std::vector<const FlatUnit*> units_of(const nn::Module& model) const;
 
+  // The bytes this rank holds now for the prepared models' parameters (gathered buffers and shards),
+  // gradients (full flat grads, grads of their own, shard grads) and optimizer state (the shards'),
+  // to set against ZeRO's formulas (bench/zero_memory).
+  struct HeldBytes {
+    int64_t parameters = 0, gradients = 0, optimizer_state = 0;
+  };
+  HeldBytes held_bytes() const;
+
  protected:
   // One all-reduce of the shards' partial norms (sum of |g|^p, or max for the inf-norm).
   double combine_norm(double local, bool inf_norm) const override;
