@@ -124,6 +124,13 @@ TEST_CASE("stage 3: one all-gather per unit in forward, one in backward, one red
     counting->reset();
     strategy.optimizer_step(*sgd);
     CHECK(total(*counting) == 0);
+    // What this rank holds now is its slices only: parameters, grads and SGD's momentum, 4 bytes each.
+    int64_t slice_bytes = 0;
+    for (const FlatUnit* unit : strategy.units_of(*model)) slice_bytes += unit->shard_numel() * 4;
+    const ZeroStrategy::HeldBytes held = strategy.held_bytes();
+    CHECK(held.parameters == slice_bytes);
+    CHECK(held.gradients == slice_bytes);
+    CHECK(held.optimizer_state == slice_bytes);
   }
 }
 
