@@ -52,4 +52,7 @@
 #include "runtime/safetensors.h"
 #include "runtime/strategy/data_parallel.h"
 #include "runtime/strategy/single_device.h"
+#include "runtime/strategy/zero_auto_wrap.h"
+#include "runtime/strategy/zero_stage12.h"
+#include "runtime/strategy/zero_stage3.h"
 #include "runtime/strategy/strategy.h"

@@ -25,6 +25,12 @@ AdamW::AdamW(std::vector<Tensor> params, const AdamWOptions& options)
     throw Error(fmt::format("AdamW: eps {} and weight_decay {} must be >= 0", options.eps, options.weight_decay));
 }
 
+std::shared_ptr<Optimizer> AdamW::make_like(std::vector<Tensor> params) const {
+  AdamWOptions options = options_;
+  options.lr = lr();
+  return std::make_shared<AdamW>(std::move(params), options);
+}
+
 void AdamW::update() {
   NoGradGuard no_grad;
   const nograd::AdamWConfig config{lr(), options_.beta1, options_.beta2, options_.eps, options_.weight_decay};

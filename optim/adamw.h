@@ -21,6 +21,7 @@ class AdamW : public Optimizer {
   AdamW(std::vector<Tensor> params, const AdamWOptions& options);
 
   std::string type_name() const override { return "AdamW"; }
+  std::shared_ptr<Optimizer> make_like(std::vector<Tensor> params) const override;
   const AdamWOptions& options() const { return options_; }
 
  protected:

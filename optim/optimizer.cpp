@@ -51,6 +51,12 @@ Optimizer::Optimizer(std::vector<Tensor> params, double lr, std::vector<Slot> sl
   set_lr(lr);
 }
 
+std::shared_ptr<Optimizer> Optimizer::make_like(std::vector<Tensor>) const {
+  throw Error(fmt::format("Optimizer::make_like: {} cannot be rebuilt over other parameters, which a sharded "
+                          "strategy (ZeRO, FSDP) needs; use SGD or AdamW, or implement make_like",
+                          type_name()));
+}
+
 void Optimizer::set_lr(double lr) {
   if (!(lr >= 0.0 && std::isfinite(lr)))
     throw Error(fmt::format("Optimizer::set_lr: lr must be finite and >= 0, got {}", lr));

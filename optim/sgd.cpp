@@ -20,6 +20,12 @@ SGD::SGD(std::vector<Tensor> params, const SGDOptions& options)
                             options.momentum, options.dampening));
 }
 
+std::shared_ptr<Optimizer> SGD::make_like(std::vector<Tensor> params) const {
+  SGDOptions options = options_;
+  options.lr = lr();
+  return std::make_shared<SGD>(std::move(params), options);
+}
+
 void SGD::update() {
   NoGradGuard no_grad;
   const nograd::SgdConfig config{lr(), options_.momentum, options_.dampening, options_.weight_decay, options_.nesterov};

@@ -58,8 +58,8 @@ Accelerator::~Accelerator() {
 }
 
 void Accelerator::print_settings() const {
-  std::cout << fmt::format("accel: {} process(es), device {}, {}", num_processes(), device().str(),
-                           settings_.describe())
+  std::cout << fmt::format("accel: {} process(es), device {}, strategy {}, {}", num_processes(), device().str(),
+                           strategy_->name(), settings_.describe())
             << std::endl;
   std::cout << "accel: precision policy: " << precision_->describe() << std::endl;
 }

@@ -16,6 +16,7 @@
 #include <sstream>
 
 #include "kernels/error.h"
+#include "runtime/sharding_plugins.h"
 
 namespace accel {
 
@@ -81,6 +82,15 @@ const std::map<std::string, Setter>& setters() {
       {"gradient_accumulation_steps", [](ConfigFile& c, const std::string& s, const YAML::Node& v) { c.gradient_accumulation_steps = as_int(s, "gradient_accumulation_steps", v, 1); }},
       {"use_cpu", [](ConfigFile& c, const std::string& s, const YAML::Node& v) { c.use_cpu = as_bool(s, "use_cpu", v); }},
       {"backend", [](ConfigFile& c, const std::string& s, const YAML::Node& v) { c.backend = as_named(s, "backend", v, kBackendNames); }},
+      {"zero_stage", [](ConfigFile& c, const std::string& s, const YAML::Node& v) {
+         c.zero_stage = as_int(s, "zero_stage", v, 0);
+         if (c.zero_stage > 3) fail(s, v, fmt::format("zero_stage must be 0, 1, 2 or 3, got {}", c.zero_stage));
+       }},
+      {"fsdp_sharding_strategy", [](ConfigFile& c, const std::string& s, const YAML::Node& v) {
+         const std::string text = as_string(s, "fsdp_sharding_strategy", v);
+         if (!text.empty()) as_named(s, "fsdp_sharding_strategy", v, kShardingStrategyNames);
+         c.fsdp_sharding_strategy = text;
+       }},
   };
   return table;
 }
@@ -136,6 +146,9 @@ void validate_config(const ConfigFile& c, const std::string& source) {
     throw Error(fmt::format("{}: environment 'local' runs on one machine, but num_machines is {}", source, c.num_machines));
   if (c.use_cpu && c.backend == Backend::nccl)
     throw Error(fmt::format("{}: use_cpu true contradicts backend 'nccl' (NCCL needs GPUs)", source));
+  if (c.zero_stage != 0 && !c.fsdp_sharding_strategy.empty())
+    throw Error(fmt::format("{}: zero_stage {} and fsdp_sharding_strategy {} are two ways to shard; give one", source,
+                            c.zero_stage, c.fsdp_sharding_strategy));
 }
 
 ConfigFile load_config(const std::string& path) {
@@ -166,10 +179,13 @@ std::string to_yaml(const ConfigFile& c) {
       "# Train on the CPU even when GPUs are present.\n"
       "use_cpu: {}\n"
       "# Gradient all-reduce: auto (nccl on GPUs, else mpi), mpi, ring, nccl.\n"
-      "backend: {}\n",
+      "backend: {}\n"
+      "# Sharded data parallelism, one of the two: ZeRO stage 1-3 (0: none), or FULL_SHARD, SHARD_GRAD_OP, NO_SHARD.\n"
+      "zero_stage: {}\n"
+      "fsdp_sharding_strategy: \"{}\"\n",
       c.environment, c.num_machines, c.num_processes, c.machine_rank, c.main_process_ip, c.main_process_port,
       c.hostfile, name_of(c.mixed_precision), c.gradient_accumulation_steps, c.use_cpu ? "true" : "false",
-      name_of(c.backend));
+      name_of(c.backend), c.zero_stage, c.fsdp_sharding_strategy);
 }
 
 void save_config(const ConfigFile& config, const std::string& path) {

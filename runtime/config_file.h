@@ -27,6 +27,10 @@ struct ConfigFile {
   int gradient_accumulation_steps = 1;
   bool use_cpu = false;
   Backend backend = Backend::automatic;
+  // Sharded data parallelism (docs/zero.md), at most one of the two: a ZeRO stage 1-3 (0: none), or
+  // an FSDP sharding strategy (FULL_SHARD, SHARD_GRAD_OP, NO_SHARD; "": none).
+  int zero_stage = 0;
+  std::string fsdp_sharding_strategy;
 
   bool operator==(const ConfigFile&) const = default;
 };

@@ -111,6 +111,72 @@ std::optional<ConfigFile> read_config_file(const AcceleratorOptions& o, const En
   return std::nullopt;
 }
 
+std::optional<int> parse_zero_stage(const std::string& s) {
+  if (s.size() == 1 && s[0] >= '0' && s[0] <= '3') return s[0] - '0';
+  return std::nullopt;
+}
+
+// The ZeRO stage and FSDP's units from the plugins given in code, else ACCEL_ZERO_STAGE or
+// ACCEL_FSDP_SHARDING_STRATEGY (set by `accel launch --use_deepspeed / --use_fsdp`), else 0.
+void resolve_sharding(const AcceleratorOptions& o, const Env& env, const std::optional<ConfigFile>& file,
+                      EffectiveSettings& s) {
+  const std::optional<std::string> env_stage = lookup(env, "ACCEL_ZERO_STAGE");
+  const std::optional<std::string> env_fsdp = lookup(env, "ACCEL_FSDP_SHARDING_STRATEGY");
+  if (o.deepspeed_plugin && o.fsdp_plugin)
+    throw Error(fmt::format("Accelerator: deepspeed_plugin (zero_stage {}) and fsdp_plugin (sharding_strategy {}) "
+                            "were both given; give one of them",
+                            o.deepspeed_plugin->zero_stage, name_of(o.fsdp_plugin->sharding_strategy)));
+  if (!o.deepspeed_plugin && !o.fsdp_plugin && env_stage && env_fsdp)
+    throw Error(fmt::format("Accelerator: ACCEL_ZERO_STAGE={} and ACCEL_FSDP_SHARDING_STRATEGY={} were both set; "
+                            "set one of them (--use_deepspeed or --use_fsdp)",
+                            *env_stage, *env_fsdp));
+  std::optional<ShardingStrategy> fsdp;
+  std::string text = "0", source = "default";
+  if (o.deepspeed_plugin) {
+    text = std::to_string(o.deepspeed_plugin->zero_stage), source = "code", s.sharding_via = "deepspeed";
+  } else if (o.fsdp_plugin) {
+    fsdp = o.fsdp_plugin->sharding_strategy, source = "code", s.sharding_via = "fsdp";
+    s.auto_wrap = o.fsdp_plugin->auto_wrap;
+    s.reshard_after_forward = o.fsdp_plugin->reshard_after_forward;
+  } else if (env_stage) {
+    text = *env_stage, source = "environment ACCEL_ZERO_STAGE", s.sharding_via = "deepspeed";
+  } else if (env_fsdp) {
+    fsdp = value_in(kShardingStrategyNames, *env_fsdp), source = "environment ACCEL_FSDP_SHARDING_STRATEGY";
+    s.sharding_via = "fsdp";
+    if (!fsdp)
+      throw Error(fmt::format("Accelerator: fsdp_sharding_strategy '{}' from {} is not valid; expected {}", *env_fsdp,
+                              source, available_choices(kShardingStrategyNames)));
+  } else if (file && file->zero_stage != 0) {
+    text = std::to_string(file->zero_stage), source = "config file", s.sharding_via = "deepspeed";
+  } else if (file && !file->fsdp_sharding_strategy.empty()) {
+    fsdp = value_in(kShardingStrategyNames, file->fsdp_sharding_strategy), source = "config file";
+    s.sharding_via = "fsdp";
+  }
+  if (fsdp) {
+    if (!available_in(kShardingStrategyNames, *fsdp))
+      throw Error(fmt::format("Accelerator: fsdp sharding_strategy {} from {} needs a DeviceMesh (shard within a "
+                              "node, replicate across nodes), which accel does not build yet; expected {}",
+                              name_of(*fsdp), source, available_choices(kShardingStrategyNames)));
+    text = std::to_string(zero_stage_of(*fsdp));
+  }
+  const std::optional<int> stage = parse_zero_stage(text);
+  if (!stage)
+    throw Error(fmt::format("Accelerator: zero_stage '{}' from {} is not valid; expected 0, 1, 2 or 3", text, source));
+  s.zero_stage = {*stage, fsdp ? fmt::format("{}, sharding_strategy {}", source, name_of(*fsdp)) : source};
+}
+
+// DeepSpeedPlugin's gradient_accumulation_steps stands for the option in code; both, differently, is
+// an error naming both.
+std::optional<int> accumulation_in_code(const AcceleratorOptions& o) {
+  const std::optional<int> plugin =
+      o.deepspeed_plugin ? o.deepspeed_plugin->gradient_accumulation_steps : std::optional<int>();
+  if (plugin && o.gradient_accumulation_steps && *plugin != *o.gradient_accumulation_steps)
+    throw Error(fmt::format("Accelerator: gradient_accumulation_steps {} and DeepSpeedPlugin's "
+                            "gradient_accumulation_steps {} differ; give one of them",
+                            *o.gradient_accumulation_steps, *plugin));
+  return o.gradient_accumulation_steps ? o.gradient_accumulation_steps : plugin;
+}
+
 }  // namespace
 
 std::string EffectiveSettings::describe() const {
@@ -124,6 +190,7 @@ std::string EffectiveSettings::describe() const {
       deterministic.source == "default"
           ? ""
           : fmt::format(", deterministic={} ({})", deterministic.value, deterministic.source),
+      zero_stage.value == 0 ? "" : fmt::format(", zero_stage={} ({})", zero_stage.value, zero_stage.source),
       config_path.empty() ? "" : fmt::format(", config file {}", config_path));
 }
 
@@ -151,8 +218,8 @@ EffectiveSettings resolve_settings(const AcceleratorOptions& o, const Env& env) 
                         env);
   s.gradient_accumulation_steps = resolve<int>(
       {"gradient_accumulation_steps", "ACCEL_GRADIENT_ACCUMULATION_STEPS",
-       o.gradient_accumulation_steps ? std::optional<std::string>(std::to_string(*o.gradient_accumulation_steps))
-                                     : std::nullopt,
+       accumulation_in_code(o) ? std::optional<std::string>(std::to_string(*accumulation_in_code(o)))
+                               : std::nullopt,
        from_file([](const ConfigFile& c) { return std::to_string(c.gradient_accumulation_steps); }), "1",
        parse_positive_int, "an integer >= 1"},
       env);
@@ -173,6 +240,7 @@ EffectiveSettings resolve_settings(const AcceleratorOptions& o, const Env& env) 
        o.deterministic ? std::optional<std::string>(*o.deterministic ? "true" : "false") : std::nullopt, std::nullopt,
        "false", parse_switch, "1, 0, true or false"},
       env);
+  resolve_sharding(o, env, file, s);
   return s;
 }
 

@@ -10,6 +10,7 @@
 #include "autograd/mixed_precision.h"
 #include "runtime/backend.h"
 #include "runtime/precision/loss_scaler.h"
+#include "runtime/sharding_plugins.h"
 
 namespace accel {
 
@@ -58,6 +59,11 @@ struct AcceleratorOptions {
   // (ACCEL_DETERMINISTIC=1; default off). It sets the process-wide switch of tensor/deterministic.h
   // when the Accelerator is built; docs/numerics.md says what it guarantees and what it costs.
   std::optional<bool> deterministic;
+  // Sharded data parallelism (docs/zero.md): ZeRO stage 1, 2 or 3 through DeepSpeed's names, or FSDP's
+  // sharding strategies (FULL_SHARD is stage 3, SHARD_GRAD_OP stage 2). At most one of the two
+  // (ACCEL_ZERO_STAGE, ACCEL_FSDP_SHARDING_STRATEGY). Neither: plain data parallel.
+  std::optional<DeepSpeedPlugin> deepspeed_plugin;
+  std::optional<FSDPPlugin> fsdp_plugin;
   // How prepare() shards DataLoaders (see ShardOptions): pad the last steps so every rank runs as
   // many steps, and whether batch_size is the global batch split between the ranks.
   bool even_batches = true;
@@ -87,6 +93,11 @@ struct EffectiveSettings {
   Setting<Backend> backend;
   Setting<double> bucket_cap_mb;
   Setting<bool> deterministic;
+  // 0 (plain data parallel) to 3; from a DeepSpeedPlugin's zero_stage or an FSDPPlugin's strategy.
+  Setting<int> zero_stage;
+  std::string sharding_via;  // "deepspeed", "fsdp", or "" with neither
+  AutoWrapPolicy auto_wrap;  // FSDP's units (stage 3)
+  bool reshard_after_forward = true;
   std::string config_path;  // empty when no config file was read
   std::string describe() const;  // one line for the start-up print
 };

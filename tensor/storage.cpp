@@ -16,7 +16,25 @@
 
 namespace accel {
 
-Storage::Storage(size_t nbytes, Device device) : nbytes_(nbytes), device_(device) {
+Storage::Storage(size_t nbytes, Device device) : nbytes_(nbytes), device_(device), owned_(true) { reallocate_bytes(); }
+
+void Storage::release() {
+  if (!owned_) throw Error(fmt::format("Storage::release: {} bytes on {} were adopted, not allocated here", nbytes_, device_.str()));
+  if (released_) return;
+  if (data_ != nullptr) deleter_(data_);
+  data_ = nullptr;
+  released_ = true;
+}
+
+void Storage::reallocate() {
+  if (!released_) return;
+  reallocate_bytes();
+  released_ = false;
+}
+
+void Storage::reallocate_bytes() {
+  const size_t nbytes = nbytes_;
+  const Device device = device_;
   if (device.is_cpu()) {
     data_ = cpu::host_allocate(nbytes);
     deleter_ = [nbytes](void* p) { cpu::host_free(p, nbytes); };

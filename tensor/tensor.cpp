@@ -87,6 +87,11 @@ const std::shared_ptr<Storage>& Tensor::storage() const {
 
 void* Tensor::data_ptr() const {
   check_defined("data_ptr");
+  if (impl_->storage->is_released())
+    throw Error(fmt::format("Tensor::data_ptr: the data of this {} tensor of shape {} was released (a sharded "
+                            "parameter read outside its unit's forward and backward? gather it first, e.g. "
+                            "through Accelerator::get_state_dict)",
+                            dtype_name(impl_->dtype), shape_str(impl_->shape)));
   return static_cast<char*>(impl_->storage->data()) + impl_->offset * static_cast<int64_t>(dtype_size(impl_->dtype));
 }
 

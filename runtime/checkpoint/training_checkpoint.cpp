@@ -366,16 +366,21 @@ nn::StateDict cloned(const nn::StateDict& state) {
 
 Snapshot take_snapshot(const TrainingParts& parts) {
   Snapshot s;
-  for (size_t i = 0; i < parts.models.size(); ++i) s.models.push_back(cloned(alive(parts.models[i], "model", i)->state_dict()));
+  // Through the strategy: a sharded one holds its state in shards (gathering them is collective, and
+  // every rank loads).
+  for (size_t i = 0; i < parts.models.size(); ++i)
+    s.models.push_back(cloned(parts.strategy->model_state_dict(*alive(parts.models[i], "model", i))));
   for (size_t i = 0; i < parts.optimizers.size(); ++i)
-    s.optimizers.push_back(cloned(alive(parts.optimizers[i].optimizer, "optimizer", i)->state_dict()));
+    s.optimizers.push_back(
+        cloned(parts.strategy->optimizer_state_dict(*alive(parts.optimizers[i].optimizer, "optimizer", i))));
   s.precision = cloned(parts.precision->state_dict());
   return s;
 }
 
 void put_back(const TrainingParts& parts, const Snapshot& s) {
-  for (size_t i = 0; i < s.models.size(); ++i) parts.models[i].lock()->load_state_dict(s.models[i]);
-  for (size_t i = 0; i < s.optimizers.size(); ++i) parts.optimizers[i].optimizer.lock()->load_state_dict(s.optimizers[i]);
+  for (size_t i = 0; i < s.models.size(); ++i) parts.strategy->load_model_state_dict(*parts.models[i].lock(), s.models[i], true);
+  for (size_t i = 0; i < s.optimizers.size(); ++i)
+    parts.strategy->load_optimizer_state_dict(*parts.optimizers[i].optimizer.lock(), s.optimizers[i]);
   if (!s.precision.empty()) parts.precision->load_state_dict(s.precision);
 }
 

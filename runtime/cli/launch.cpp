@@ -21,10 +21,15 @@
 namespace accel {
 
 std::vector<std::pair<std::string, std::string>> settings_environment(const ConfigFile& c) {
-  return {{"ACCEL_MIXED_PRECISION", name_of(c.mixed_precision)},
-          {"ACCEL_GRADIENT_ACCUMULATION_STEPS", std::to_string(c.gradient_accumulation_steps)},
-          {"ACCEL_USE_CPU", c.use_cpu ? "true" : "false"},
-          {"ACCEL_BACKEND", name_of(c.backend)}};
+  std::vector<std::pair<std::string, std::string>> out{
+      {"ACCEL_MIXED_PRECISION", name_of(c.mixed_precision)},
+      {"ACCEL_GRADIENT_ACCUMULATION_STEPS", std::to_string(c.gradient_accumulation_steps)},
+      {"ACCEL_USE_CPU", c.use_cpu ? "true" : "false"},
+      {"ACCEL_BACKEND", name_of(c.backend)}};
+  // Only when asked for, so a plain launch's line stays as it was.
+  if (c.zero_stage != 0) out.emplace_back("ACCEL_ZERO_STAGE", std::to_string(c.zero_stage));
+  if (!c.fsdp_sharding_strategy.empty()) out.emplace_back("ACCEL_FSDP_SHARDING_STRATEGY", c.fsdp_sharding_strategy);
+  return out;
 }
 
 MachineSource machine_source(const ConfigFile& c) {

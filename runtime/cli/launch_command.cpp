@@ -7,6 +7,7 @@
 
 #include "kernels/error.h"
 #include "runtime/config_file.h"
+#include "runtime/sharding_plugins.h"
 
 namespace accel {
 
@@ -31,10 +32,35 @@ LaunchCommand::LaunchCommand(CLI::App& app) {
   launch_->add_flag("--cpu", cpu_, "Train on the CPU even when GPUs are present");
   launch_->add_option("--gradient_accumulation_steps", accumulation_, "Micro-batches per optimizer step")
       ->check(CLI::PositiveNumber);
+  // Accelerate's flag names for sharded data parallelism (docs/zero.md).
+  launch_->add_flag("--use_deepspeed", use_deepspeed_, "ZeRO: shard optimizer state (and grads, parameters)");
+  launch_->add_option("--zero_stage", zero_stage_, "ZeRO stage with --use_deepspeed: 0-3 (default 2)")
+      ->check(CLI::Range(0, 3));
+  launch_->add_flag("--use_fsdp", use_fsdp_, "FSDP: shard parameters, grads and optimizer state");
+  launch_->add_option("--fsdp_sharding_strategy", fsdp_strategy_,
+                      "With --use_fsdp: " + available_choices(kShardingStrategyNames) + " (default FULL_SHARD)")
+      ->check(CLI::IsMember(available_names(kShardingStrategyNames)));
   launch_->add_flag("--dry-run,--dry_run", dry_run_, "Print the mpirun command line instead of running it");
   // Everything from PROGRAM on belongs to the program, flags included.
   launch_->prefix_command();
   launch_->footer("PROGRAM [ARGS...] follow the options; everything from PROGRAM on is passed to it unchanged.");
+}
+
+void LaunchCommand::apply_sharding_flags(ConfigFile& c) const {
+  if (use_deepspeed_ && use_fsdp_)
+    throw Error("accel launch: --use_deepspeed and --use_fsdp are two ways to shard; give one");
+  if (zero_stage_ >= 0 && !use_deepspeed_)
+    throw Error(fmt::format("accel launch: --zero_stage {} needs --use_deepspeed", zero_stage_));
+  if (!fsdp_strategy_.empty() && !use_fsdp_)
+    throw Error(fmt::format("accel launch: --fsdp_sharding_strategy {} needs --use_fsdp", fsdp_strategy_));
+  if (use_deepspeed_) {
+    c.zero_stage = zero_stage_ >= 0 ? zero_stage_ : 2;  // DeepSpeedPlugin's default
+    c.fsdp_sharding_strategy.clear();
+  }
+  if (use_fsdp_) {
+    c.fsdp_sharding_strategy = fsdp_strategy_.empty() ? "FULL_SHARD" : fsdp_strategy_;
+    c.zero_stage = 0;
+  }
 }
 
 LaunchRequest LaunchCommand::request(const std::vector<std::string>& after_separator,
@@ -52,6 +78,7 @@ LaunchRequest LaunchCommand::request(const std::vector<std::string>& after_separ
   if (!precision_.empty()) c.mixed_precision = *value_in(kMixedPrecisionNames, precision_);
   if (cpu_) c.use_cpu = true;
   if (accumulation_) c.gradient_accumulation_steps = accumulation_;
+  apply_sharding_flags(c);
   if (c.num_machines > 1 && c.environment == "local") c.environment = "hosts";
   std::vector<std::string> command = launch_->remaining();
   command.insert(command.end(), after_separator.begin(), after_separator.end());

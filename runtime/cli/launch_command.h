@@ -21,11 +21,14 @@ class LaunchCommand {
   bool dry_run() const { return dry_run_; }
 
  private:
+  // --use_deepspeed / --zero_stage and --use_fsdp / --fsdp_sharding_strategy, over the config file's.
+  void apply_sharding_flags(ConfigFile& config) const;
   CLI::App* launch_ = nullptr;
-  std::string config_path_, hostfile_, main_ip_, precision_, mpirun_args_;
+  std::string config_path_, hostfile_, main_ip_, precision_, mpirun_args_, fsdp_strategy_;
   int num_processes_ = 0, num_machines_ = 0, machine_rank_ = -1, port_ = 0, accumulation_ = 0;
   double rendezvous_timeout_ = 300;
-  bool cpu_ = false, dry_run_ = false;
+  bool cpu_ = false, dry_run_ = false, use_deepspeed_ = false, use_fsdp_ = false;
+  int zero_stage_ = -1;
 };
 
 }  // namespace accel

@@ -33,7 +33,8 @@ struct Run {
 Run run(const std::string& command, int timeout = 60) {
   const std::string line = fmt::format(
       "env -u ACCEL_BACKEND -u ACCEL_MIXED_PRECISION -u ACCEL_GRADIENT_ACCUMULATION_STEPS -u ACCEL_USE_CPU "
-      "-u ACCEL_BUCKET_CAP_MB -u ACCEL_MPIRUN_ARGS ACCEL_CONFIG_FILE=/nonexistent/accel-cli-tests.yaml timeout {} env {} 2>&1",
+      "-u ACCEL_BUCKET_CAP_MB -u ACCEL_MPIRUN_ARGS -u ACCEL_ZERO_STAGE -u ACCEL_FSDP_SHARDING_STRATEGY "
+      "ACCEL_CONFIG_FILE=/nonexistent/accel-cli-tests.yaml timeout {} env {} 2>&1",
       timeout, command);
   Run r;
   FILE* pipe = popen(line.c_str(), "r");
@@ -137,6 +138,36 @@ TEST_CASE("accel env prints every section of a bug report, with the config file 
   INFO(r.output);
   REQUIRE(r.status == 0);
   CHECK(contains(r.output, fmt::format("  (invalid: {}:2: unknown key 'bakend' (known keys: ", bad)));
+}
+
+TEST_CASE("accel launch --use_deepspeed --zero_stage N and --use_fsdp set the sharding for every rank") {
+  Run r = run(fmt::format("{} launch --dry-run -n 1 --use_deepspeed --zero_stage 3 prog", kAccel));
+  INFO(r.output);
+  REQUIRE(r.status == 0);
+  CHECK(r.output.find(" -x ACCEL_BACKEND=auto -x ACCEL_ZERO_STAGE=3 ") != std::string::npos);
+  r = run(fmt::format("{} launch --dry-run -n 1 --use_deepspeed prog", kAccel));
+  CHECK(r.output.find(" -x ACCEL_ZERO_STAGE=2 ") != std::string::npos);  // DeepSpeedPlugin's default
+  r = run(fmt::format("{} launch --dry-run -n 1 --use_fsdp prog", kAccel));
+  CHECK(r.output.find(" -x ACCEL_FSDP_SHARDING_STRATEGY=FULL_SHARD ") != std::string::npos);
+  r = run(fmt::format("{} launch --dry-run -n 1 --use_fsdp --fsdp_sharding_strategy SHARD_GRAD_OP prog", kAccel));
+  CHECK(r.output.find(" -x ACCEL_FSDP_SHARDING_STRATEGY=SHARD_GRAD_OP ") != std::string::npos);
+  r = run(fmt::format("{} launch --dry-run -n 1 --use_deepspeed --use_fsdp prog", kAccel));
+  CHECK(r.status != 0);
+  CHECK(r.output.find("--use_deepspeed and --use_fsdp are two ways to shard; give one") != std::string::npos);
+  r = run(fmt::format("{} launch --dry-run -n 1 --zero_stage 2 prog", kAccel));
+  CHECK(r.status != 0);
+  CHECK(r.output.find("--zero_stage 2 needs --use_deepspeed") != std::string::npos);
+  r = run(fmt::format("{} launch --dry-run -n 1 --use_deepspeed --zero_stage 4 prog", kAccel));
+  CHECK(r.status != 0);
+  CHECK(r.output.find("--zero_stage") != std::string::npos);
+  // The config file's zero_stage, and the flag over it.
+  const TempDir dir("launch_zero");
+  const std::string config = dir.write("c.yaml", "zero_stage: 1\n");
+  r = run(fmt::format("{} launch --config_file {} --dry-run -n 1 prog", kAccel, config));
+  CHECK(r.output.find(" -x ACCEL_ZERO_STAGE=1 ") != std::string::npos);
+  r = run(fmt::format("{} launch --config_file {} --dry-run -n 1 --use_fsdp prog", kAccel, config));
+  CHECK(r.output.find("ACCEL_ZERO_STAGE") == std::string::npos);
+  CHECK(r.output.find(" -x ACCEL_FSDP_SHARDING_STRATEGY=FULL_SHARD ") != std::string::npos);
 }
 
 TEST_CASE("accel launch --dry-run prints the exact mpirun line") {

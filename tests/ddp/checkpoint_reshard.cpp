@@ -43,9 +43,11 @@ DataLoader make_loader() {
                     {.batch_size = kGlobalBatch, .shuffle = true, .seed = 9});
 }
 
-std::vector<double> weights_of(const nn::Module& model) {
+// The full weights through get_state_dict, so a ZeRO-3 run (ACCEL_ZERO_STAGE=3, whose parameters are
+// sharded between uses) reads them too; the model has parameters only.
+std::vector<double> weights_of(const Accelerator& accelerator, const nn::Module& model) {
   std::vector<double> out;
-  for (const Tensor& p : model.parameters())
+  for (const auto& [name, p] : accelerator.get_state_dict(model))
     for (float v : contiguous(p).to_vector<float>()) out.push_back(v);
   return out;
 }
@@ -100,12 +102,14 @@ int save(const std::string& dir) {
   Setup s = setup(1);
   const std::vector<int64_t> before = train(s, s.data, kSaveAt);
   s.accelerator->save_state(dir + "/ckpt");
+  const std::vector<double> saved = weights_of(*s.accelerator, *s.model);  // collective under ZeRO-3
   if (s.accelerator->is_main_process()) {
-    write_numbers(dir + "/saved_weights.txt", weights_of(*s.model));
+    write_numbers(dir + "/saved_weights.txt", saved);
     write_numbers(dir + "/seen_before.txt", std::vector<double>(before.begin(), before.end()));
   }
   train(s, skip_first_batches(s.data, kSaveAt), -1);  // on to the end of the epoch: the run that never stopped
-  if (s.accelerator->is_main_process()) write_numbers(dir + "/reference.txt", weights_of(*s.model));
+  const std::vector<double> reference = weights_of(*s.accelerator, *s.model);
+  if (s.accelerator->is_main_process()) write_numbers(dir + "/reference.txt", reference);
   s.accelerator->wait_for_everyone();
   return 0;
 }
@@ -114,14 +118,14 @@ int load(const std::string& dir) {
   Setup s = setup(99);  // other weights: the checkpoint must replace them
   s.accelerator->load_state(dir + "/ckpt");
   std::vector<std::string> problems;
-  if (weights_of(*s.model) != read_numbers(dir + "/saved_weights.txt"))
+  if (weights_of(*s.accelerator, *s.model) != read_numbers(dir + "/saved_weights.txt"))
     problems.push_back("the loaded weights differ from the saved ones");
   const std::vector<int64_t> after = train(s, s.data, -1);
   std::multiset<int64_t> all(after.begin(), after.end());
   for (double i : read_numbers(dir + "/seen_before.txt")) all.insert(static_cast<int64_t>(i));
   for (int64_t i = 0; i < kSamples; ++i)
     if (all.count(i) != 1) problems.push_back(fmt::format("sample {} was seen {} times in the epoch", i, all.count(i)));
-  const std::vector<double> final_weights = weights_of(*s.model), reference = read_numbers(dir + "/reference.txt");
+  const std::vector<double> final_weights = weights_of(*s.accelerator, *s.model), reference = read_numbers(dir + "/reference.txt");
   double worst = reference.size() == final_weights.size() ? 0 : INFINITY;
   for (size_t i = 0; i < reference.size() && i < final_weights.size(); ++i)
     worst = std::max(worst, std::abs(final_weights[i] - reference[i]));

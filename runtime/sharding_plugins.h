@@ -1,0 +1,65 @@
+// The ZeRO / FSDP options of AcceleratorOptions, under Accelerate's names: DeepSpeedPlugin picks a
+// ZeRO stage, FSDPPlugin a sharding strategy and the units it wraps. docs/zero.md explains the stages.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "kernels/named_values.h"
+
+namespace accel {
+
+// FSDP's sharding strategies. The values are fixed and only appended: they travel into files.
+enum class ShardingStrategy : uint8_t {
+  full_shard = 0,     // parameters, grads and optimizer state sharded: ZeRO stage 3
+  shard_grad_op = 1,  // grads and optimizer state sharded: ZeRO stage 2
+  no_shard = 2,       // plain data parallel: ZeRO stage 0
+  hybrid_shard = 3,   // full_shard within a node, replicated across nodes (needs a DeviceMesh)
+};
+
+inline constexpr std::array<NamedValue<ShardingStrategy>, 4> kShardingStrategyNames{{
+    {ShardingStrategy::full_shard, "FULL_SHARD"},
+    {ShardingStrategy::shard_grad_op, "SHARD_GRAD_OP"},
+    {ShardingStrategy::no_shard, "NO_SHARD"},
+    {ShardingStrategy::hybrid_shard, "HYBRID_SHARD", false},  // known, not built yet
+}};
+
+constexpr const char* name_of(ShardingStrategy value) { return name_in(kShardingStrategyNames, value); }
+
+// DeepSpeed's ZeRO, as Accelerate's DeepSpeedPlugin(zero_stage=2, gradient_accumulation_steps=2).
+struct DeepSpeedPlugin {
+  // 0: data parallel; 1: optimizer state sharded; 2: and grads; 3: and parameters.
+  int zero_stage = 2;
+  // Sets the Accelerator's gradient_accumulation_steps (giving both, differently, is an error).
+  std::optional<int> gradient_accumulation_steps;
+};
+
+// Which modules become units of their own under stage 3 (each unit's parameters are gathered for its
+// forward and backward only). A module matches by its type_name() or by holding at least
+// min_num_params parameters in its subtree; the first match on a path from the root wraps the whole
+// subtree, and the root unit holds the parameters no unit took. Both empty: every module that owns
+// parameters directly (a Linear, a LayerNorm) is a unit.
+struct AutoWrapPolicy {
+  std::vector<std::string> module_types{};  // e.g. {"GPTBlock"}
+  int64_t min_num_params = 0;             // 0: not used
+};
+
+// PyTorch FSDP, as Accelerate's FullyShardedDataParallelPlugin.
+struct FSDPPlugin {
+  ShardingStrategy sharding_strategy = ShardingStrategy::full_shard;
+  AutoWrapPolicy auto_wrap{};
+  // Free a unit's gathered parameters after its forward (gathered again in backward); false keeps
+  // them until its backward is done.
+  bool reshard_after_forward = true;
+};
+
+// The ZeRO stage a sharding strategy means: FULL_SHARD 3, SHARD_GRAD_OP 2, NO_SHARD 0 (HYBRID_SHARD 3,
+// over a mesh).
+constexpr int zero_stage_of(ShardingStrategy s) {
+  return s == ShardingStrategy::shard_grad_op ? 2 : s == ShardingStrategy::no_shard ? 0 : 3;
+}
+
+}  // namespace accel

@@ -1,0 +1,51 @@
+// ShardOptimizer: the user's optimizer run on this rank's shards only (ZeRO stage 1). It is an
+// optimizer of the same kind and settings (Optimizer::make_like) over one flat parameter per unit,
+// the rank's slice of the unit, so its state (momentum, Adam's moments) exists for 1/N of the model.
+// The user keeps calling step() on their own optimizer, which never holds state itself.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "collective/communicator.h"
+#include "optim/optimizer.h"
+#include "runtime/strategy/zero_flat_unit.h"
+
+namespace accel {
+
+class ShardOptimizer {
+ public:
+  // shards[u] is unit u's slice, a leaf whose grad the strategy sets to the averaged shard grad.
+  // Every parameter of user must lie in one of units, and every unit's parameters in user; the
+  // errors name strategy ("zero_3").
+  ShardOptimizer(optim::Optimizer& user, std::vector<const FlatUnit*> units, std::vector<Tensor> shards,
+                 const std::string& strategy);
+
+  optim::Optimizer& user() const { return user_; }
+  const std::vector<const FlatUnit*>& units() const { return units_; }
+  // The bytes of the shards' state (Adam's moments, SGD's momentum).
+  int64_t state_bytes() const;
+  // One update of every shard, at the user optimizer's current lr (an LR schedule sets it there).
+  void step();
+
+  // The user's optimizer's state in its own layout ("lr", "state.<i>.<slot>" with full tensors shaped
+  // like its parameters), gathered from every rank's shards. Collective over comm.
+  optim::StateDict full_state_dict(Communicator& comm) const;
+  // Takes this rank's slices of such a full state (so a state saved on N ranks loads on M).
+  void load_full_state_dict(const optim::StateDict& state);
+
+ private:
+  // Where the user's parameter i lies: unit and position within it.
+  struct Place {
+    size_t unit = 0;
+    size_t index = 0;
+  };
+
+  optim::Optimizer& user_;
+  std::vector<const FlatUnit*> units_;
+  std::shared_ptr<optim::Optimizer> shard_optimizer_;
+  std::vector<Place> places_;  // per user parameter
+};
+
+}  // namespace accel

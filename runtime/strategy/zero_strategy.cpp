@@ -1,0 +1,197 @@
+// ZeroStrategy: units and their shards, the reduce-scatter of a unit's grads, the shard update, the
+// norm over shards, and the optimizer state moved between the shards and the user's layout.
+#include "runtime/strategy/zero_strategy.h"
+
+#include <fmt/format.h>
+
+#include <unordered_set>
+
+#include "autograd/grad_mode.h"
+#include "tensor/creation.h"
+#include "tensor/nograd/copy.h"
+#include "tensor/nograd/views.h"
+#include "tensor/nograd/elementwise.h"
+
+namespace accel {
+
+ZeroStrategy::ZeroStrategy(int stage, Device device, std::shared_ptr<Communicator> comm, DType comm_dtype)
+    : stage_(stage), device_(device), comm_(std::move(comm)), comm_dtype_(comm_dtype) {
+  if (stage < 1 || stage > 3)
+    throw Error(fmt::format("ZeroStrategy: zero_stage must be 1, 2 or 3 here, got {}", stage));
+  if (!comm_) throw Error("ZeroStrategy: got a null communicator");
+}
+
+ZeroStrategy::~ZeroStrategy() { wait_all_quietly(); }
+
+std::string ZeroStrategy::name() const { return fmt::format("zero_{}", stage_); }
+
+DataShard ZeroStrategy::data_shard() const { return {comm_->rank(), comm_->size()}; }
+
+void ZeroStrategy::broadcast_from_main(const nn::StateDict& entries) const {
+  NoGradGuard no_grad;
+  for (const auto& [name, t] : entries) {
+    if (t.is_contiguous()) {
+      comm_->broadcast(t, 0);
+    } else {
+      Tensor staged = nograd::contiguous(t);
+      comm_->broadcast(staged, 0);
+      nograd::copy_(t, staged);
+    }
+  }
+}
+
+ZeroStrategy::Unit& ZeroStrategy::add_unit(const nn::Module& model, const std::string& name,
+                                           const nn::StateDict& params) {
+  auto unit = std::make_unique<Unit>();
+  unit->model = &model;
+  unit->flat = std::make_unique<FlatUnit>(name, params, comm_->rank(), comm_->size());
+  unit->shard = unit->flat->shard_of(unit->flat->full());
+  unit->shard.requires_grad_();
+  units_.push_back(std::move(unit));
+  return *units_.back();
+}
+
+std::vector<const FlatUnit*> ZeroStrategy::units_of(const nn::Module& model) const {
+  std::vector<const FlatUnit*> out;
+  for (const auto& u : units_)
+    if (u->model == &model) out.push_back(u->flat.get());
+  return out;
+}
+
+void ZeroStrategy::prepare_optimizer(optim::Optimizer& optimizer) {
+  for (const auto& o : optimizers_)
+    if (&o->user() == &optimizer) throw Error("Accelerator::prepare: this optimizer was prepared already");
+  // The units that hold the optimizer's parameters, in unit order.
+  std::unordered_set<const TensorImpl*> mine;
+  for (const Tensor& p : optimizer.params()) mine.insert(p.impl());
+  std::vector<const FlatUnit*> units;
+  std::vector<Tensor> shards;
+  for (const auto& u : units_) {
+    bool holds = false;
+    for (const Tensor& p : u->flat->params()) holds = holds || mine.count(p.impl()) > 0;
+    if (!holds) continue;
+    units.push_back(u->flat.get());
+    shards.push_back(u->shard);
+  }
+  optimizers_.push_back(std::make_unique<ShardOptimizer>(optimizer, units, shards, name()));
+}
+
+std::vector<Tensor> ZeroStrategy::local_grads(const std::vector<Tensor>& params) const {
+  std::unordered_set<const TensorImpl*> wanted;
+  for (const Tensor& p : params) wanted.insert(p.impl());
+  std::vector<Tensor> grads;
+  for (const auto& u : units_) {
+    if (!u->shard_grad.defined()) continue;
+    for (const Tensor& p : u->flat->params())
+      if (wanted.count(p.impl())) {
+        grads.push_back(u->shard_grad);
+        break;
+      }
+  }
+  return grads;
+}
+
+ZeroStrategy::HeldBytes ZeroStrategy::held_bytes() const {
+  HeldBytes held;
+  for (const auto& u : units_) {
+    const FlatUnit& flat = *u->flat;
+    if (!flat.full().storage()->is_released()) held.parameters += static_cast<int64_t>(flat.full().nbytes());
+    if (u->shard.storage() != flat.full().storage()) held.parameters += static_cast<int64_t>(u->shard.nbytes());
+    if (flat.full_grad().defined()) held.gradients += static_cast<int64_t>(flat.full_grad().nbytes());
+    for (const Tensor& p : flat.params()) {
+      const Tensor g = p.grad();
+      const bool own = g.defined() && !(flat.full_grad().defined() && g.storage() == flat.full_grad().storage());
+      if (own) held.gradients += static_cast<int64_t>(g.nbytes());
+    }
+    if (u->shard_grad.defined()) held.gradients += static_cast<int64_t>(u->shard_grad.nbytes());
+  }
+  for (const auto& o : optimizers_) held.optimizer_state += o->state_bytes();
+  return held;
+}
+
+double ZeroStrategy::combine_norm(double local, bool inf_norm) const {
+  Tensor value = scalar_tensor(local, DType::f64);
+  comm_->all_reduce(value, inf_norm ? ReduceOp::max : ReduceOp::sum);
+  return value.item();
+}
+
+void ZeroStrategy::start_reduce_scatter(Unit& unit, const Tensor& flat_grad) {
+  NoGradGuard no_grad;
+  const bool narrow_wire = flat_grad.dtype() == DType::f32 && comm_dtype_ != DType::f32;
+  unit.wire_in = narrow_wire ? nograd::to_dtype(flat_grad, comm_dtype_) : flat_grad;
+  unit.wire_out = empty({unit.flat->shard_numel()}, unit.wire_in.dtype(), unit.wire_in.device());
+  unit.work = comm_->reduce_scatter_async(unit.wire_in, unit.wire_out, ReduceOp::avg);
+}
+
+void ZeroStrategy::finish_reduce_scatter(Unit& unit, bool add) {
+  if (!unit.work.valid()) return;
+  NoGradGuard no_grad;
+  unit.work.wait();
+  unit.work = Work();
+  Tensor slice = unit.wire_out.dtype() == unit.flat->dtype() ? unit.wire_out
+                                                               : nograd::to_dtype(unit.wire_out, unit.flat->dtype());
+  unit.wire_in = Tensor();
+  unit.wire_out = Tensor();
+  if (add && unit.shard_grad.defined()) nograd::add_(unit.shard_grad, slice);
+  else unit.shard_grad = slice;
+  unit.shard.set_grad(unit.shard_grad);
+}
+
+void ZeroStrategy::wait_all_quietly() {
+  for (auto& u : units_) {
+    if (!u->work.valid()) continue;
+    try {
+      u->work.wait();
+    } catch (const Error&) {
+      // A failed collective of a backward being abandoned: the error was or will be reported there.
+    }
+    u->work = Work();
+  }
+}
+
+void ZeroStrategy::optimizer_step(optim::Optimizer& optimizer) {
+  for (const auto& o : optimizers_) {
+    if (&o->user() != &optimizer) continue;
+    o->step();
+    for (auto& u : units_)
+      for (const FlatUnit* f : o->units())
+        if (u->flat.get() == f) after_shard_update(*u);
+    return;
+  }
+  throw Error(fmt::format("{}: optimizer_step of an optimizer that was not prepared", name()));
+}
+
+void ZeroStrategy::zero_grad(optim::Optimizer& optimizer, bool set_to_none) {
+  for (const auto& o : optimizers_) {
+    if (&o->user() != &optimizer) continue;
+    for (auto& u : units_)
+      for (const FlatUnit* f : o->units()) {
+        if (u->flat.get() != f) continue;
+        // Full grads are dropped either way (the next backward lends zeroed ones); shard grads are
+        // zeroed in place when asked, like a plain optimizer's.
+        u->flat->drop_grads();
+        if (set_to_none || !u->shard_grad.defined()) {
+          u->shard_grad = Tensor();
+          u->shard.set_grad(Tensor());
+        } else {
+          nograd::zero_(u->shard_grad);
+        }
+      }
+    return;
+  }
+  optimizer.clear_grads(set_to_none);  // an optimizer over no prepared model
+}
+
+optim::StateDict ZeroStrategy::optimizer_state_dict(const optim::Optimizer& optimizer) const {
+  for (const auto& o : optimizers_)
+    if (&o->user() == &optimizer) return o->full_state_dict(*comm_);
+  return optimizer.state_dict();
+}
+
+void ZeroStrategy::load_optimizer_state_dict(optim::Optimizer& optimizer, const optim::StateDict& state) {
+  for (const auto& o : optimizers_)
+    if (&o->user() == &optimizer) return o->load_full_state_dict(state);
+  optimizer.load_state_dict(state);
+}
+
+}  // namespace accel

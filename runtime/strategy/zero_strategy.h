@@ -1,0 +1,96 @@
+// ZeroStrategy: what the ZeRO stages share (docs/zero.md). Each prepared model is cut into FlatUnits;
+// each rank keeps the averaged grad of its slice of every unit (its shard grad), and a ShardOptimizer
+// updates its slices only. ZeroStage12 (optimizer state, then grads, sharded) and ZeroStage3
+// (parameters too) differ in when grads are reduce-scattered and whether parameters stay whole.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "collective/communicator.h"
+#include "collective/work.h"
+#include "runtime/strategy/strategy.h"
+#include "runtime/strategy/zero_flat_unit.h"
+#include "runtime/strategy/zero_shard_optimizer.h"
+
+namespace accel {
+
+class ZeroStrategy : public Strategy {
+ public:
+  // comm: the strategy's own communicator (its collectives run on its thread). comm_dtype: the
+  // dtype f32 grads travel in (grad_comm_dtype).
+  ZeroStrategy(int stage, Device device, std::shared_ptr<Communicator> comm, DType comm_dtype);
+  ~ZeroStrategy() override;
+
+  int stage() const { return stage_; }
+  std::string name() const override;  // "zero_1", "zero_2", "zero_3"
+  DataShard data_shard() const override;
+  void prepare_optimizer(optim::Optimizer& optimizer) override;
+
+  // The shard grads of the units holding params: the slices every rank's precision unscales and
+  // every norm is taken over.
+  std::vector<Tensor> local_grads(const std::vector<Tensor>& params) const override;
+  void optimizer_step(optim::Optimizer& optimizer) override;
+  void zero_grad(optim::Optimizer& optimizer, bool set_to_none) override;
+  // Gathered to the user's layout (collective), and sliced back to this rank's shards.
+  optim::StateDict optimizer_state_dict(const optim::Optimizer& optimizer) const override;
+  void load_optimizer_state_dict(optim::Optimizer& optimizer, const optim::StateDict& state) override;
+
+  // The units of a prepared model, in the order their collectives run.
+  std::vector<const FlatUnit*> units_of(const nn::Module& model) const;
+
+  // The bytes this rank holds now for the prepared models' parameters (gathered buffers and shards),
+  // gradients (full flat grads, grads of their own, shard grads) and optimizer state (the shards'),
+  // to set against ZeRO's formulas (bench/zero_memory).
+  struct HeldBytes {
+    int64_t parameters = 0, gradients = 0, optimizer_state = 0;
+  };
+  HeldBytes held_bytes() const;
+
+ protected:
+  // One all-reduce of the shards' partial norms (sum of |g|^p, or max for the inf-norm).
+  double combine_norm(double local, bool inf_norm) const override;
+
+  struct Unit {
+    std::unique_ptr<FlatUnit> flat;
+    const nn::Module* model = nullptr;
+    // This rank's slice of the parameters: what the ShardOptimizer updates (a leaf whose grad is
+    // shard_grad). Stages 1 and 2: a view of flat->full(); stage 3: a tensor of its own.
+    Tensor shard;
+    // The averaged grad of the slice, since the last zero_grad; undefined before the first sync.
+    Tensor shard_grad;
+    // An in-flight reduce-scatter: its Work, its input (kept alive), its output.
+    Work work;
+    Tensor wire_in, wire_out;
+  };
+
+  Communicator& comm() const { return *comm_; }
+  Device device() const { return device_; }
+  // Every rank takes rank 0's values.
+  void broadcast_from_main(const nn::StateDict& entries) const;
+  // Adds a unit of model over params; stage 3 passes a shard of its own (see Unit::shard).
+  Unit& add_unit(const nn::Module& model, const std::string& name, const nn::StateDict& params);
+  // Starts averaging flat_grad (a flat tensor of the unit's layout) across the ranks, each rank
+  // receiving its slice. finish_reduce_scatter waits for it and adds the slice to shard_grad
+  // (stage 1 replaces it: its flat grads hold everything since zero_grad).
+  void start_reduce_scatter(Unit& unit, const Tensor& flat_grad);
+  void finish_reduce_scatter(Unit& unit, bool add);
+  // After the shards' update: stages 1 and 2 all-gather the parameters, stage 3 waits for the next
+  // forward.
+  virtual void after_shard_update(Unit& unit) = 0;
+  // Forgets half-finished reduce-scatters (a backward that threw).
+  void wait_all_quietly();
+
+  // unique_ptrs: ShardOptimizers and hooks keep pointers to the units.
+  std::vector<std::unique_ptr<Unit>> units_;
+
+ private:
+  int stage_;
+  Device device_;
+  std::shared_ptr<Communicator> comm_;
+  DType comm_dtype_;
+  std::vector<std::unique_ptr<ShardOptimizer>> optimizers_;
+};
+
+}  // namespace accel

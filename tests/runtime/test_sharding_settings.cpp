@@ -1,0 +1,135 @@
+// The ZeRO / FSDP settings: DeepSpeedPlugin and FSDPPlugin in code, ACCEL_ZERO_STAGE and
+// ACCEL_FSDP_SHARDING_STRATEGY from `accel launch`, and the errors that name both settings.
+#include <doctest/doctest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "accel.h"
+#include "runtime/config_file.h"
+
+using namespace accel;
+
+namespace {
+
+AcceleratorOptions quiet() {
+  AcceleratorOptions o;
+  o.print_settings = false;
+  o.config_file = std::nullopt;
+  return o;
+}
+
+const std::map<std::string, std::string> kNoEnv{{"ACCEL_CONFIG_FILE", "/nonexistent/accel-tests.yaml"}};
+
+std::map<std::string, std::string> with_env(std::map<std::string, std::string> vars) {
+  vars.emplace("ACCEL_CONFIG_FILE", "/nonexistent/accel-tests.yaml");
+  return vars;
+}
+
+}  // namespace
+
+TEST_CASE("sharding strategies keep fixed values and map to ZeRO stages") {
+  CHECK(static_cast<int>(ShardingStrategy::full_shard) == 0);
+  CHECK(static_cast<int>(ShardingStrategy::shard_grad_op) == 1);
+  CHECK(static_cast<int>(ShardingStrategy::no_shard) == 2);
+  CHECK(static_cast<int>(ShardingStrategy::hybrid_shard) == 3);
+  for (size_t i = 0; i < kShardingStrategyNames.size(); ++i)
+    CHECK(static_cast<size_t>(kShardingStrategyNames[i].value) == i);
+  CHECK(zero_stage_of(ShardingStrategy::full_shard) == 3);
+  CHECK(zero_stage_of(ShardingStrategy::shard_grad_op) == 2);
+  CHECK(zero_stage_of(ShardingStrategy::no_shard) == 0);
+}
+
+TEST_CASE("the ZeRO stage comes from a plugin in code, else the environment, else 0") {
+  AcceleratorOptions o = quiet();
+  EffectiveSettings s = resolve_settings(o, kNoEnv);
+  CHECK(s.zero_stage.value == 0);
+  CHECK(s.zero_stage.source == "default");
+  CHECK(s.describe().find("zero_stage") == std::string::npos);
+
+  o.deepspeed_plugin = DeepSpeedPlugin{.zero_stage = 2, .gradient_accumulation_steps = 2};
+  o.mixed_precision = "fp16";
+  s = resolve_settings(o, kNoEnv);
+  CHECK(s.zero_stage.value == 2);
+  CHECK(s.sharding_via == "deepspeed");
+  CHECK(s.gradient_accumulation_steps.value == 2);
+  CHECK(s.gradient_accumulation_steps.source == "code");
+  CHECK(s.describe().find(", zero_stage=2 (code)") != std::string::npos);
+
+  AcceleratorOptions f = quiet();
+  f.fsdp_plugin = FSDPPlugin{.sharding_strategy = ShardingStrategy::full_shard,
+                             .auto_wrap = {.module_types = {"GPTBlock"}},
+                             .reshard_after_forward = false};
+  s = resolve_settings(f, kNoEnv);
+  CHECK(s.zero_stage.value == 3);
+  CHECK(s.zero_stage.source == "code, sharding_strategy FULL_SHARD");
+  CHECK(s.auto_wrap.module_types == std::vector<std::string>{"GPTBlock"});
+  CHECK_FALSE(s.reshard_after_forward);
+
+  s = resolve_settings(quiet(), with_env({{"ACCEL_ZERO_STAGE", "1"}}));
+  CHECK(s.zero_stage.value == 1);
+  CHECK(s.zero_stage.source == "environment ACCEL_ZERO_STAGE");
+  s = resolve_settings(quiet(), with_env({{"ACCEL_FSDP_SHARDING_STRATEGY", "SHARD_GRAD_OP"}}));
+  CHECK(s.zero_stage.value == 2);
+  CHECK(s.sharding_via == "fsdp");
+}
+
+TEST_CASE("bad sharding configurations name both settings") {
+  AcceleratorOptions o = quiet();
+  o.deepspeed_plugin = DeepSpeedPlugin{.zero_stage = 4, .gradient_accumulation_steps = std::nullopt};
+  CHECK_THROWS_WITH_AS(resolve_settings(o, kNoEnv),
+                       "Accelerator: zero_stage '4' from code is not valid; expected 0, 1, 2 or 3", Error);
+  o.deepspeed_plugin->zero_stage = 2;
+  o.fsdp_plugin = FSDPPlugin{};
+  CHECK_THROWS_WITH_AS(resolve_settings(o, kNoEnv),
+                       "Accelerator: deepspeed_plugin (zero_stage 2) and fsdp_plugin (sharding_strategy FULL_SHARD) "
+                       "were both given; give one of them",
+                       Error);
+  o.fsdp_plugin.reset();
+  o.deepspeed_plugin->gradient_accumulation_steps = 2;
+  o.gradient_accumulation_steps = 4;
+  CHECK_THROWS_WITH_AS(resolve_settings(o, kNoEnv),
+                       "Accelerator: gradient_accumulation_steps 4 and DeepSpeedPlugin's gradient_accumulation_steps "
+                       "2 differ; give one of them",
+                       Error);
+  AcceleratorOptions h = quiet();
+  h.fsdp_plugin = FSDPPlugin{.sharding_strategy = ShardingStrategy::hybrid_shard};
+  CHECK_THROWS_WITH_AS(resolve_settings(h, kNoEnv),
+                       "Accelerator: fsdp sharding_strategy HYBRID_SHARD from code needs a DeviceMesh (shard within a "
+                       "node, replicate across nodes), which accel does not build yet; expected FULL_SHARD, "
+                       "SHARD_GRAD_OP or NO_SHARD",
+                       Error);
+  CHECK_THROWS_WITH_AS(
+      resolve_settings(quiet(), with_env({{"ACCEL_ZERO_STAGE", "2"}, {"ACCEL_FSDP_SHARDING_STRATEGY", "FULL_SHARD"}})),
+                       "Accelerator: ACCEL_ZERO_STAGE=2 and ACCEL_FSDP_SHARDING_STRATEGY=FULL_SHARD were both set; set "
+                       "one of them (--use_deepspeed or --use_fsdp)",
+                       Error);
+  CHECK_THROWS_WITH_AS(resolve_settings(quiet(), with_env({{"ACCEL_FSDP_SHARDING_STRATEGY", "FULL"}})),
+                       "Accelerator: fsdp_sharding_strategy 'FULL' from environment ACCEL_FSDP_SHARDING_STRATEGY is not "
+                       "valid; expected FULL_SHARD, SHARD_GRAD_OP or NO_SHARD",
+                       Error);
+}
+
+TEST_CASE("the config file's zero_stage or fsdp_sharding_strategy, below code and environment") {
+  const std::string path = (std::filesystem::temp_directory_path() / "accel_test_zero_config.yaml").string();
+  {
+    std::ofstream out(path);
+    out << "zero_stage: 3\n";
+  }
+  AcceleratorOptions o = quiet();
+  o.config_file = path;
+  EffectiveSettings s = resolve_settings(o, kNoEnv);
+  CHECK(s.zero_stage.value == 3);
+  CHECK(s.zero_stage.source == "config file");
+  s = resolve_settings(o, with_env({{"ACCEL_ZERO_STAGE", "1"}}));
+  CHECK(s.zero_stage.value == 1);
+  ConfigFile c = parse_config("fsdp_sharding_strategy: SHARD_GRAD_OP\n", "test.yaml");
+  CHECK(c.fsdp_sharding_strategy == "SHARD_GRAD_OP");
+  CHECK(parse_config(to_yaml(c), "round trip") == c);
+  CHECK_THROWS_WITH_AS(parse_config("zero_stage: 2\nfsdp_sharding_strategy: FULL_SHARD\n", "test.yaml"),
+                       "test.yaml: zero_stage 2 and fsdp_sharding_strategy FULL_SHARD are two ways to shard; give one",
+                       Error);
+  CHECK_THROWS_WITH_AS(parse_config("zero_stage: 5\n", "test.yaml"),
+                       "test.yaml:1: zero_stage must be 0, 1, 2 or 3, got 5", Error);
+  std::filesystem::remove(path);
+}

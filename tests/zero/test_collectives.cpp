@@ -1,0 +1,269 @@
+// The collectives each stage runs, counted at the communicator: nothing on the early micro-steps of
+// an accumulation window, one reduce-scatter per unit on the backward that syncs, one all-gather per
+// unit after the step.
+#include <filesystem>
+
+#include "counting_communicator.h"
+#include "zero_support.h"
+
+namespace test {
+
+namespace {
+
+int total(const CountingCommunicator& c) {
+  int n = 0;
+  for (const char* kind : {"all_reduce", "broadcast", "all_gather", "reduce_scatter", "gather", "barrier", "send", "recv"})
+    n += c.count(kind);
+  return n;
+}
+
+Tensor loss_of(nn::Module& model, int64_t seed) {
+  Generator gen(static_cast<uint64_t>(seed));
+  return nn::mse_loss(model(randn({4, 7}, gen)), randn({4, 3}, gen));
+}
+
+}  // namespace
+
+TEST_CASE("stages 1 and 2: no communication before the syncing backward, then one reduce-scatter per unit") {
+  for (const int stage : {1, 2}) {
+    INFO("rank ", world()->rank(), ", stage ", stage);
+    auto counting = std::make_shared<CountingCommunicator>(world()->dup());
+    ZeroStage12 strategy(stage, Device::cpu(), counting, DType::f32, /*bucket_cap_bytes=*/256);
+    auto model = make_odd_mlp(5);
+    auto adamw = make_optimizer("adamw", model->parameters());
+    strategy.prepare_model(*model);
+    strategy.prepare_optimizer(*adamw);
+    const int units = static_cast<int>(strategy.units_of(*model).size());
+    CHECK(units == 4);  // 18 + 5, 65, 13, 91 elements: buckets of at most 64 floats, or one parameter
+    CHECK(counting->count("broadcast") == units);  // rank 0's initial values, one per unit
+    counting->reset();
+    for (int micro = 0; micro < 2; ++micro) {  // two early micro-steps: local only
+      strategy.before_backward(false);
+      backward(loss_of(*model, world()->rank() * 10 + micro));
+      strategy.after_backward();
+    }
+    CHECK(total(*counting) == 0);
+    strategy.before_backward(true);
+    backward(loss_of(*model, world()->rank() * 10 + 2));
+    strategy.after_backward();
+    CHECK(counting->count("reduce_scatter") == units);
+    CHECK(total(*counting) == units);
+    // Each rank holds the averaged grad of its slices only.
+    const std::vector<Tensor> grads = strategy.local_grads(model->parameters());
+    REQUIRE(grads.size() == static_cast<size_t>(units));
+    for (size_t u = 0; u < grads.size(); ++u) CHECK(grads[u].numel() == strategy.units_of(*model)[u]->shard_numel());
+    // Stage 2 keeps no full grads after sending them; stage 1 keeps them until zero_grad.
+    for (const Tensor& p : model->parameters()) CHECK(p.grad().defined() == (stage == 1));
+    counting->reset();
+    strategy.optimizer_step(*adamw);
+    CHECK(counting->count("all_gather") == units);
+    CHECK(total(*counting) == units);
+  }
+}
+
+TEST_CASE("a unit's padded layout: every rank owns one contiguous slice, the padding stays zero") {
+  const int n = world()->size();
+  Generator gen(1);
+  nn::Linear lin(3, 3, true, gen);  // 9 + 3 = 12 elements
+  nn::Linear odd(2, 3, true, gen);  // 6 + 3 = 9 elements
+  FlatUnit unit("odd", odd.named_parameters(), world()->rank(), n);
+  CHECK(unit.numel() == 9);
+  CHECK(unit.padded_numel() == (9 + n - 1) / n * n);
+  CHECK(unit.shard_numel() * n == unit.padded_numel());
+  CHECK(unit.shard_offset() == unit.shard_numel() * world()->rank());
+  // The module's parameters are views of the flat buffer: writing one shows in the other.
+  CHECK(odd.weight().data_ptr() == unit.full().data_ptr());
+  CHECK(static_cast<float*>(odd.bias().data_ptr()) == unit.full().data<float>() + 6);
+  const std::vector<float> flat = unit.full().to_vector<float>();
+  for (int64_t i = 9; i < unit.padded_numel(); ++i) CHECK(flat[static_cast<size_t>(i)] == 0.0f);
+}
+
+}  // namespace test
+
+namespace test {
+
+TEST_CASE("stage 3: one all-gather per unit in forward, one in backward, one reduce-scatter per unit") {
+  for (const bool accumulate : {false, true}) {
+    INFO("rank ", world()->rank(), accumulate ? ", an early micro-step" : ", a syncing backward");
+    auto counting = std::make_shared<CountingCommunicator>(world()->dup());
+    ZeroStage3 strategy(Device::cpu(), counting, DType::f32, AutoWrapPolicy{}, /*reshard_after_forward=*/true);
+    auto model = make_odd_mlp(5);
+    auto sgd = make_optimizer("sgd", model->parameters());
+    strategy.prepare_model(*model);
+    strategy.prepare_optimizer(*sgd);
+    CHECK(strategy.unit_names(*model) == std::vector<std::string>{"0", "2", "4"});  // each Linear; no root unit
+    // Between uses every rank holds its slices only: the parameters' data is given back.
+    CHECK(model->parameters()[0].storage()->is_released());
+    counting->reset();
+    strategy.clear_events();
+    const Tensor loss = loss_of(*model, world()->rank());
+    CHECK(counting->count("all_gather") == 3);
+    CHECK(total(*counting) == 3);
+    // Unit 0 gathers itself and prefetches unit 1; unit 1's forward prefetches unit 2.
+    using K = ZeroEvent::Kind;
+    CHECK(strategy.events() == std::vector<ZeroEvent>{{K::gather, 0}, {K::gather, 1}, {K::free, 0}, {K::gather, 2},
+                                                      {K::free, 1}, {K::free, 2}});
+    for (const Tensor& p : model->parameters()) CHECK(p.storage()->is_released());
+    counting->reset();
+    strategy.clear_events();
+    strategy.before_backward(!accumulate);
+    backward(loss);
+    strategy.after_backward();
+    CHECK(counting->count("all_gather") == 3);
+    CHECK(counting->count("reduce_scatter") == 3);
+    CHECK(total(*counting) == 6);
+    // Backward runs in reverse: each unit is gathered (the one before it prefetched), its grads
+    // reduce-scattered as soon as its backward is done, and freed.
+    CHECK(strategy.events() == std::vector<ZeroEvent>{{K::gather, 2}, {K::gather, 1}, {K::reduce_scatter, 2},
+                                                      {K::free, 2}, {K::gather, 0}, {K::reduce_scatter, 1},
+                                                      {K::free, 1}, {K::reduce_scatter, 0}, {K::free, 0}});
+    const std::vector<Tensor> grads = strategy.local_grads(model->parameters());
+    REQUIRE(grads.size() == 3);
+    for (const Tensor& p : model->parameters()) CHECK_FALSE(p.grad().defined());
+    // The step updates the slices and gathers nothing: the next forward does.
+    counting->reset();
+    strategy.optimizer_step(*sgd);
+    CHECK(total(*counting) == 0);
+    // What this rank holds now is its slices only: parameters, grads and SGD's momentum, 4 bytes each.
+    int64_t slice_bytes = 0;
+    for (const FlatUnit* unit : strategy.units_of(*model)) slice_bytes += unit->shard_numel() * 4;
+    const ZeroStrategy::HeldBytes held = strategy.held_bytes();
+    CHECK(held.parameters == slice_bytes);
+    CHECK(held.gradients == slice_bytes);
+    CHECK(held.optimizer_state == slice_bytes);
+  }
+}
+
+TEST_CASE("stage 3: get_state_dict gathers the full weights; a parameter read outside its unit says why it cannot") {
+  auto model = make_odd_mlp(9);
+  const nn::StateDict before = model->state_dict();
+  std::vector<std::vector<float>> expected;
+  for (const auto& [name, t] : before) expected.push_back(t.to_vector<float>());
+  ZeroStage3 strategy(Device::cpu(), world()->dup(), DType::f32, AutoWrapPolicy{.min_num_params = 60}, true);
+  strategy.prepare_model(*model);  // every rank built seed 9, so rank 0's broadcast changes nothing
+  CHECK(strategy.unit_names(*model) == std::vector<std::string>{"0", "2", "(root)"});
+  const nn::StateDict full = strategy.model_state_dict(*model);
+  REQUIRE(full.size() == before.size());
+  for (size_t i = 0; i < full.size(); ++i) {
+    CHECK(full[i].first == before[i].first);
+    CHECK(full[i].second.to_vector<float>() == expected[i]);
+  }
+  CHECK_THROWS_WITH_AS(model->parameters()[0].to_vector<float>(),
+                       doctest::Contains("was released (a sharded parameter read outside its unit's forward"), Error);
+  // Loading full weights keeps each rank's slices of them.
+  nn::StateDict doubled;
+  for (const auto& [name, t] : full) doubled.emplace_back(name, t * 2.0);
+  strategy.load_model_state_dict(*model, doubled, true);
+  const nn::StateDict back = strategy.model_state_dict(*model);
+  for (size_t i = 0; i < back.size(); ++i) CHECK(back[i].second.to_vector<float>() == (full[i].second * 2.0).to_vector<float>());
+}
+
+TEST_CASE("auto_wrap: a module type that matches nothing is an error naming the setting and the types there are") {
+  auto model = make_odd_mlp(1);
+  CHECK_THROWS_WITH_AS(auto_wrap_units(*model, {.module_types = {"GPTBlock"}}),
+                       "auto_wrap: FSDPPlugin auto_wrap.module_types names 'GPTBlock', which matches no module of this "
+                       "Sequential (its module types: Linear, Sequential, Tanh)",
+                       Error);
+}
+
+}  // namespace test
+
+namespace test {
+
+TEST_CASE("the seed's DeepSpeedPlugin snippet: stage 2, accumulation 2, fp16; save_model loads into a plain model") {
+  // deepspeed_plugin = DeepSpeedPlugin(zero_stage=2, gradient_accumulation_steps=2)
+  // accelerator = Accelerator(mixed_precision='fp16', deepspeed_plugin=deepspeed_plugin)
+  AcceleratorOptions o = options();
+  o.deepspeed_plugin = DeepSpeedPlugin{.zero_stage = 2, .gradient_accumulation_steps = 2};
+  o.mixed_precision = "fp16";
+  Accelerator accelerator(o);
+  CHECK(accelerator.strategy().name() == "zero_2");
+  CHECK(accelerator.gradient_accumulation_steps() == 2);
+  auto model = make_odd_mlp(3);
+  auto optimizer = make_optimizer("adamw", model->parameters());
+  DataLoader loader(odd_data(64), {.batch_size = 4, .shuffle = true, .seed = 1});
+  auto [net, opt, data] = accelerator.prepare(model, optimizer, loader);
+  for (const Batch& batch : data) {
+    auto scope = accelerator.accumulate();
+    opt->zero_grad();
+    Tensor loss;
+    {
+      auto autocast = accelerator.autocast();
+      loss = nn::mse_loss((*net)(batch[0]), batch[1]);
+    }
+    accelerator.backward(loss);
+    opt->step();
+  }
+  const std::string dir = (std::filesystem::temp_directory_path() / "accel_zero_seed_snippet").string();
+  accelerator.wait_for_everyone();
+  auto unwrapped = accelerator.unwrap_model(net);
+  accelerator.save_model(*unwrapped, dir);  // get_state_dict's full weights, written by rank 0
+  const nn::StateDict full = accelerator.get_state_dict(*net);
+  // An unsharded model of another init loads the file and holds exactly the trained weights.
+  auto plain = make_odd_mlp(77);
+  CHECK(plain->load_state_dict(load_safetensors(dir + "/model.safetensors").tensors).missing.empty());
+  const nn::StateDict loaded = plain->state_dict();
+  REQUIRE(loaded.size() == full.size());
+  for (size_t i = 0; i < full.size(); ++i) CHECK(loaded[i].second.to_vector<float>() == full[i].second.to_vector<float>());
+  accelerator.wait_for_everyone();
+  if (accelerator.is_main_process()) std::filesystem::remove_all(dir);
+}
+
+}  // namespace test
+
+namespace test {
+
+TEST_CASE("under ZeRO an optimizer over a model that was never prepared is refused, naming the stage") {
+  for (const int stage : {1, 3}) {
+    AcceleratorOptions o = options();
+    o.deepspeed_plugin = DeepSpeedPlugin{.zero_stage = stage, .gradient_accumulation_steps = std::nullopt};
+    Accelerator accelerator(o);
+    auto model = make_odd_mlp(1);
+    auto optimizer = make_optimizer("sgd", model->parameters());
+    const std::string expected = fmt::format("is in no model prepared under zero_{}; prepare its model first", stage);
+    const std::string message = error_of([&] { accelerator.prepare(optimizer); });
+    INFO(message);
+    CHECK(message.find(expected) != std::string::npos);
+  }
+}
+
+TEST_CASE("grad_comm_dtype bf16: ZeRO's reduce-scatters travel in bf16 as DDP's all-reduces do") {
+  for (const int stage : {2, 3}) {
+    INFO("rank ", world()->rank(), ", stage ", stage);
+    auto train = [&](int s, const char* comm_dtype = "bf16") {
+      AcceleratorOptions o = options();
+      o.mixed_precision = "bf16";
+      o.grad_comm_dtype = comm_dtype;
+      if (s > 0) o.deepspeed_plugin = DeepSpeedPlugin{.zero_stage = s, .gradient_accumulation_steps = std::nullopt};
+      Accelerator accelerator(o);
+      auto model = make_odd_mlp(4);
+      auto optimizer = make_optimizer("sgd", model->parameters());
+      auto [net, opt] = accelerator.prepare(model, optimizer);
+      for (int step = 0; step < 10; ++step) {
+        Generator gen(static_cast<uint64_t>(step * 10 + accelerator.process_index()));
+        opt->zero_grad();
+        Tensor loss;
+        {
+          auto autocast = accelerator.autocast();
+          loss = nn::mse_loss((*net)(randn({4, 7}, gen)), randn({4, 3}, gen));
+        }
+        accelerator.backward(loss);
+        opt->step();
+      }
+      std::vector<double> w;
+      for (const auto& [name, t] : accelerator.get_state_dict(*net))
+        for (float v : t.to_vector<float>()) w.push_back(v);
+      return w;
+    };
+    const std::vector<double> ddp = train(0), zero = train(stage);
+    const double diff = rel_diff(zero, ddp);
+    INFO("weights differ by ", diff);
+    // bf16 sums (8 bits of mantissa) in another order: within bf16's rounding, not bitwise.
+    CHECK(diff <= 1e-2);
+    CHECK(differs_across_ranks(zero) == "");
+    // And they did travel in bf16: in f32 the same run ends elsewhere.
+    CHECK(max_abs_diff(train(stage, "f32"), zero) > 0);
+  }
+}
+
+}  // namespace test

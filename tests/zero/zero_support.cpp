@@ -1,0 +1,91 @@
+// The odd-sized model, its data, the training loop under any strategy, and the relative difference.
+#include "zero_support.h"
+
+#include <cmath>
+
+namespace test {
+
+std::shared_ptr<nn::Sequential> make_odd_mlp(uint64_t seed) {
+  Generator gen(seed);
+  auto mlp = std::make_shared<nn::Sequential>();
+  mlp->push_back(std::make_shared<nn::Linear>(7, 13, true, gen));
+  mlp->push_back(std::make_shared<nn::Tanh>());
+  mlp->push_back(std::make_shared<nn::Linear>(13, 5, true, gen));
+  mlp->push_back(std::make_shared<nn::Tanh>());
+  mlp->push_back(std::make_shared<nn::Linear>(5, 3, true, gen));
+  return mlp;
+}
+
+std::shared_ptr<TensorDataset> odd_data(int64_t samples) {
+  Generator gen(4321);
+  Tensor x = randn({samples, 7}, gen);
+  Tensor w = randn({7, 3}, gen);
+  return std::make_shared<TensorDataset>(std::vector<Tensor>{x, tanh(matmul(x, w))});
+}
+
+namespace {
+
+AcceleratorOptions options_for(const ZeroSpec& spec) {
+  AcceleratorOptions o = options(spec.backend);
+  o.split_batches = true;
+  o.mixed_precision = spec.mixed_precision;
+  o.bucket_cap_mb = spec.bucket_cap_mb;
+  if (spec.zero_stage > 0 && !spec.fsdp)
+    o.deepspeed_plugin = DeepSpeedPlugin{.zero_stage = spec.zero_stage,
+                                         .gradient_accumulation_steps = spec.accumulation_steps};
+  else
+    o.gradient_accumulation_steps = spec.accumulation_steps;
+  if (spec.fsdp && spec.zero_stage > 0)
+    o.fsdp_plugin = FSDPPlugin{.sharding_strategy = spec.zero_stage == 3 ? ShardingStrategy::full_shard
+                                                                         : ShardingStrategy::shard_grad_op,
+                               .auto_wrap = spec.auto_wrap,
+                               .reshard_after_forward = spec.reshard_after_forward};
+  return o;
+}
+
+}  // namespace
+
+ZeroRun train_zero(const ZeroSpec& spec, uint64_t seed) {
+  Accelerator accelerator(options_for(spec));
+  auto model = make_odd_mlp(seed + static_cast<uint64_t>(accelerator.process_index()));
+  auto optimizer = make_optimizer(spec.optimizer, model->parameters());
+  const int64_t micro_batch = 8;
+  DataLoader loader(odd_data(micro_batch * spec.accumulation_steps * spec.steps),
+                    {.batch_size = micro_batch, .shuffle = true, .seed = 3});
+  auto [net, opt, data] = accelerator.prepare(model, optimizer, loader);
+  ZeroRun run;
+  run.strategy = accelerator.strategy().name();
+  for (const Batch& batch : data) {
+    auto scope = accelerator.accumulate();
+    opt->zero_grad();
+    Tensor loss;
+    {
+      auto autocast = accelerator.autocast();
+      loss = nn::mse_loss((*net)(batch[0]), batch[1]);
+    }
+    run.losses.push_back(loss.item());
+    accelerator.backward(loss);
+    if (spec.clip_norm > 0 && accelerator.sync_gradients())
+      run.norms.push_back(accelerator.clip_grad_norm(*net, spec.clip_norm));
+    opt->step();
+  }
+  for (const auto& [name, t] : accelerator.get_state_dict(*net))
+    for (float v : to(t, DType::f32).to_vector<float>()) run.weights.push_back(v);
+  return run;
+}
+
+double max_rel_diff(const std::vector<double>& a, const std::vector<double>& b) {
+  REQUIRE(a.size() == b.size());
+  double worst = 0;
+  for (size_t i = 0; i < a.size(); ++i) worst = std::max(worst, std::abs(a[i] - b[i]) / std::abs(b[i]));
+  return worst;
+}
+
+double rel_diff(const std::vector<double>& a, const std::vector<double>& b) {
+  REQUIRE(a.size() == b.size());
+  double scale = 0;
+  for (double v : b) scale = std::max(scale, std::abs(v));
+  return max_abs_diff(a, b) / scale;
+}
+
+}  // namespace test

@@ -1,0 +1,48 @@
+// Shared pieces of the ZeRO tests: a model whose parameter sizes divide by no world size, its data,
+// and one training loop that runs under DDP (zero_stage 0), a ZeRO stage or an FSDP strategy, and
+// returns every micro-step's loss and the final full weights, to compare the stages with DDP.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "../ddp/support.h"
+
+namespace test {
+
+// 7 -> 13 -> 5 -> 3 with tanh: parameters of 91, 13, 65, 5, 15 and 3 elements.
+std::shared_ptr<nn::Sequential> make_odd_mlp(uint64_t seed);
+// samples rows of x ~ N(0, 1) in 7 dims, targets tanh(x W) in 3 dims, the same on every rank.
+std::shared_ptr<TensorDataset> odd_data(int64_t samples);
+
+struct ZeroSpec {
+  int zero_stage = 0;  // 0: plain DDP, the reference
+  bool fsdp = false;   // through FSDPPlugin (stage 2 or 3) instead of DeepSpeedPlugin
+  std::string optimizer = "adamw";
+  int steps = 20;  // optimizer steps
+  int accumulation_steps = 1;
+  std::string mixed_precision = "no";
+  std::string backend = "auto";
+  double clip_norm = 0;      // clip_grad_norm to this when > 0, on the micro-step that updates
+  double bucket_cap_mb = 256.0 / (1 << 20);  // 64 floats: several units over the small model
+  AutoWrapPolicy auto_wrap{};
+  bool reshard_after_forward = true;
+};
+
+struct ZeroRun {
+  std::vector<double> losses;   // this rank's loss at every micro-step
+  std::vector<double> weights;  // the final full parameters, from get_state_dict
+  std::vector<double> norms;    // clip_grad_norm's results, when clipping
+  std::string strategy;         // the strategy's name
+};
+
+// 20 steps of global batch 8 per micro-step (split_batches), every rank starting from seed + rank
+// (prepare takes rank 0's).
+ZeroRun train_zero(const ZeroSpec& spec, uint64_t seed);
+
+// max over i of |a_i - b_i| / |b_i|: for values such as losses that are never near 0.
+double max_rel_diff(const std::vector<double>& a, const std::vector<double>& b);
+// max |a - b| / max |b|: a vector's difference relative to its scale (weights, some of them near 0).
+double rel_diff(const std::vector<double>& a, const std::vector<double>& b);
+
+}  // namespace test
