@@ -23,7 +23,9 @@ std::string join(const std::vector<std::string>& items, const char* separator = 
   return out;
 }
 
-// Splits "state.<i>.<slot>" into i and slot; false for any other form.
+
+}  // namespace
+
 bool parse_state_key(const std::string& key, size_t& index, std::string& slot) {
   const std::string prefix = "state.";
   if (key.rfind(prefix, 0) != 0) return false;
@@ -34,8 +36,6 @@ bool parse_state_key(const std::string& key, size_t& index, std::string& slot) {
   slot.assign(end + 1, last);
   return !slot.empty();
 }
-
-}  // namespace
 
 Optimizer::Optimizer(std::vector<Tensor> params, double lr, std::vector<Slot> slots)
     : params_(std::move(params)), slots_(std::move(slots)), state_(params_.size()) {

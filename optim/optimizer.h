@@ -14,6 +14,9 @@ namespace accel::optim {
 // An ordered list of (name, tensor); the same type as nn::StateDict.
 using StateDict = std::vector<std::pair<std::string, Tensor>>;
 
+// Splits a state_dict key "state.<i>.<slot>" into i and slot; false for any other key ("lr").
+bool parse_state_key(const std::string& key, size_t& index, std::string& slot);
+
 class Optimizer;
 
 // What an optimizer's step() and zero_grad() do when a runtime has taken them over.

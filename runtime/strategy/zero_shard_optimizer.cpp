@@ -19,17 +19,6 @@ namespace accel {
 
 namespace {
 
-// "state.<i>.<slot>" -> (i, slot); false for other keys.
-bool split_state_key(const std::string& key, size_t& index, std::string& slot) {
-  const std::string prefix = "state.";
-  if (key.rfind(prefix, 0) != 0) return false;
-  const char* first = key.data() + prefix.size();
-  const char* last = key.data() + key.size();
-  const auto [end, ec] = std::from_chars(first, last, index);
-  if (ec != std::errc() || end == first || end == last || *end != '.') return false;
-  slot.assign(end + 1, last);
-  return !slot.empty();
-}
 
 // The "state.<i>.<slot>" entries of a state dict, by i, each in the order they came.
 std::map<size_t, std::vector<std::pair<std::string, Tensor>>> by_index(const optim::StateDict& state) {
@@ -37,7 +26,7 @@ std::map<size_t, std::vector<std::pair<std::string, Tensor>>> by_index(const opt
   for (const auto& [key, t] : state) {
     size_t i = 0;
     std::string slot;
-    if (split_state_key(key, i, slot)) out[i].emplace_back(slot, t);
+    if (optim::parse_state_key(key, i, slot)) out[i].emplace_back(slot, t);
   }
   return out;
 }
