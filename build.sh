@@ -4,7 +4,7 @@
 #   ./build.sh test      runs the whole test suite
 #   ./build.sh fuzz SECONDS  builds the libFuzzer harnesses of the file readers (clang, ASan+UBSan, in
 #                        build-fuzz/) and runs each for SECONDS; fails if any finds a crash
-# Both are idempotent: a second run installs nothing and rebuilds only what changed.
+# All are idempotent: a second run installs nothing and rebuilds only what changed.
 set -euo pipefail
 cd "$(dirname "$0")"
 
