@@ -2,19 +2,30 @@
 # The one entry point for a fresh Debian 12 machine: installs what is missing, builds, then
 #   ./build.sh example   builds libaccel and examples/linear_regression only, and runs it
 #   ./build.sh test      runs the whole test suite
-# Both are idempotent: a second run installs nothing and rebuilds only what changed.
+#   ./build.sh fuzz SECONDS  builds the libFuzzer harnesses of the file readers (clang, ASan+UBSan, in
+#                        build-fuzz/) and runs each for SECONDS; fails if any finds a crash
+# All are idempotent: a second run installs nothing and rebuilds only what changed.
 set -euo pipefail
 cd "$(dirname "$0")"
 
 what="${1:-}"
 case "$what" in
   example|test) ;;
-  *) echo "usage: ./build.sh example|test" >&2; exit 2 ;;
+  fuzz)
+    if ! [[ "${2:-}" =~ ^[1-9][0-9]*$ ]]; then
+      echo "usage: ./build.sh fuzz SECONDS   (each harness runs for SECONDS)" >&2
+      exit 2
+    fi ;;
+  *) echo "usage: ./build.sh example|test|fuzz SECONDS" >&2; exit 2 ;;
 esac
 
 # Debian packages the build and the tests need (README.md says what each is for).
 packages=(g++ meson ninja-build pkg-config libeigen3-dev libfmt-dev nlohmann-json3-dev libcli11-dev
           libyaml-cpp-dev doctest-dev libopenmpi-dev openmpi-bin iproute2)
+# The fuzz build's compiler, libFuzzer with the sanitizer runtimes, and clang's OpenMP.
+if [ "$what" = fuzz ]; then
+  packages+=(clang libclang-rt-14-dev libomp-dev)
+fi
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -31,6 +42,10 @@ fi
 # The CUDA toolkit is not a Debian package here; when it is installed, build the CUDA backend too.
 if ! command -v nvcc >/dev/null 2>&1 && [ -x /usr/local/cuda/bin/nvcc ]; then
   export PATH="/usr/local/cuda/bin:$PATH"
+fi
+
+if [ "$what" = fuzz ]; then
+  exec tests/fuzz/run_fuzzers.sh "$2"
 fi
 
 if [ ! -f build/build.ninja ]; then

@@ -159,6 +159,29 @@ ConfigFile load_config(const std::string& path) {
   return parse_config(text.str(), path);
 }
 
+namespace {
+
+// A YAML double-quoted scalar that reads back as s, byte for byte: '"' and '\\' escaped, and the
+// control characters as \xNN (a path or address written verbatim could end the quotes early, or be
+// read as an escape, and `accel config` would save a file it then refuses).
+std::string yaml_quoted(const std::string& s) {
+  std::string out = "\"";
+  for (const char ch : s) {
+    const auto u = static_cast<unsigned char>(ch);
+    if (ch == '"' || ch == '\\') {
+      out += '\\';
+      out += ch;
+    } else if (u < 0x20 || u == 0x7f) {
+      out += fmt::format("\\x{:02x}", u);
+    } else {
+      out += ch;
+    }
+  }
+  return out + "\"";
+}
+
+}  // namespace
+
 std::string to_yaml(const ConfigFile& c) {
   return fmt::format(
       "# accel config: written by `accel config`; read by `accel launch` and the Accelerator.\n"
@@ -169,10 +192,10 @@ std::string to_yaml(const ConfigFile& c) {
       "num_processes: {}\n"
       "# This machine's index when launching with machine flags (0 is the main machine).\n"
       "machine_rank: {}\n"
-      "main_process_ip: \"{}\"\n"
+      "main_process_ip: {}\n"
       "main_process_port: {}\n"
       "# An Open MPI hostfile (one 'host slots=N' per line); takes the place of the machine flags.\n"
-      "hostfile: \"{}\"\n"
+      "hostfile: {}\n"
       "# no, fp16 (with a dynamic loss scaler) or bf16.\n"
       "mixed_precision: {}\n"
       "gradient_accumulation_steps: {}\n"
@@ -182,10 +205,10 @@ std::string to_yaml(const ConfigFile& c) {
       "backend: {}\n"
       "# Sharded data parallelism, one of the two: ZeRO stage 1-3 (0: none), or FULL_SHARD, SHARD_GRAD_OP, NO_SHARD.\n"
       "zero_stage: {}\n"
-      "fsdp_sharding_strategy: \"{}\"\n",
-      c.environment, c.num_machines, c.num_processes, c.machine_rank, c.main_process_ip, c.main_process_port,
-      c.hostfile, name_of(c.mixed_precision), c.gradient_accumulation_steps, c.use_cpu ? "true" : "false",
-      name_of(c.backend), c.zero_stage, c.fsdp_sharding_strategy);
+      "fsdp_sharding_strategy: {}\n",
+      c.environment, c.num_machines, c.num_processes, c.machine_rank, yaml_quoted(c.main_process_ip),
+      c.main_process_port, yaml_quoted(c.hostfile), name_of(c.mixed_precision), c.gradient_accumulation_steps,
+      c.use_cpu ? "true" : "false", name_of(c.backend), c.zero_stage, yaml_quoted(c.fsdp_sharding_strategy));
 }
 
 void save_config(const ConfigFile& config, const std::string& path) {

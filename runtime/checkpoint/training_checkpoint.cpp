@@ -246,7 +246,7 @@ namespace {
 
 // Everything a checkpoint holds, read and checked before anything is applied.
 struct ReadCheckpoint {
-  json state;
+  SavedCheckpointState state;
   std::vector<nn::StateDict> models, optimizers, objects;
   optim::StateDict precision;
   nn::StateDict streams;
@@ -255,46 +255,29 @@ struct ReadCheckpoint {
 
 nn::StateDict read_tensors(const fs::path& file) { return load_safetensors(file.string()).tensors; }
 
+std::string read_text(const fs::path& file) {
+  std::ifstream in(file, std::ios::binary);
+  if (!in) throw Error(fmt::format("load_state: {}: cannot be opened", file.string()));
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
 // A model's state: <stem>.safetensors, or the shards that <stem>.safetensors.index.json names.
 nn::StateDict read_model(const fs::path& dir, const std::string& stem) {
   const fs::path whole = dir / (stem + ".safetensors"), index = dir / (stem + ".safetensors.index.json");
   if (fs::exists(whole) || !fs::exists(index)) return read_tensors(whole);
-  json map;
-  try {
-    std::ifstream in(index);
-    map = json::parse(in).at("weight_map");
-  } catch (const std::exception& e) {
-    throw Error(fmt::format("load_state: {}: {}", index.string(), e.what()));
-  }
-  std::vector<std::string> files;
-  for (const auto& [name, file] : map.items())
-    if (std::find(files.begin(), files.end(), file.get<std::string>()) == files.end()) files.push_back(file);
+  const std::vector<std::string> files = parse_shard_index(read_text(index), index.string());
   nn::StateDict state;
   for (const std::string& file : files)
     for (auto& entry : read_tensors(dir / file)) state.push_back(std::move(entry));
   return state;
 }
 
-json read_state(const fs::path& dir) {
+SavedCheckpointState read_state(const fs::path& dir) {
   const fs::path file = dir / kStateFile;
-  json state;
-  try {
-    std::ifstream in(file);
-    if (!in) throw Error("cannot be opened");
-    state = json::parse(in);
-  } catch (const std::exception& e) {
-    throw Error(fmt::format("load_state: {}: {}", file.string(), e.what()));
-  }
-  const int format = state.value("format", 0);
-  if (format < 1 || format > kCheckpointFormat)
-    throw Error(fmt::format("load_state: {}: format {} is not one this accel ({}) reads (1 to {}); a newer accel "
-                            "wrote it",
-                            file.string(), format, ACCEL_VERSION, kCheckpointFormat));
-  return state;
+  return parse_checkpoint_state(read_text(file), file.string());
 }
 
-void check_count(const json& state, const char* key, size_t have, const fs::path& dir) {
-  const size_t saved = state.value(key, size_t{0});
+void check_count(uint64_t saved, const char* key, size_t have, const fs::path& dir) {
   if (saved != have)
     throw Error(fmt::format("load_state: {} holds {} {}, but {} are prepared or registered here; prepare the same "
                             "objects in the same order before load_state",
@@ -304,10 +287,10 @@ void check_count(const json& state, const char* key, size_t have, const fs::path
 ReadCheckpoint read_checkpoint(const TrainingParts& parts, const fs::path& dir) {
   ReadCheckpoint r;
   r.state = read_state(dir);
-  check_count(r.state, "models", parts.models.size(), dir);
-  check_count(r.state, "optimizers", parts.optimizers.size(), dir);
-  check_count(r.state, "objects", parts.objects.size(), dir);
-  check_count(r.state, "generators", parts.generators.size(), dir);
+  check_count(r.state.models, "models", parts.models.size(), dir);
+  check_count(r.state.optimizers, "optimizers", parts.optimizers.size(), dir);
+  check_count(r.state.objects, "objects", parts.objects.size(), dir);
+  check_count(r.state.generators, "generators", parts.generators.size(), dir);
   for (size_t i = 0; i < parts.models.size(); ++i)
     r.models.push_back(read_model(dir, i == 0 ? "model" : fmt::format("model_{}", i)));
   for (size_t i = 0; i < parts.optimizers.size(); ++i) {
@@ -317,7 +300,7 @@ ReadCheckpoint read_checkpoint(const TrainingParts& parts, const fs::path& dir) 
   if (fs::exists(dir / "precision.safetensors")) r.precision = read_tensors(dir / "precision.safetensors");
   for (size_t i = 0; i < parts.objects.size(); ++i)
     r.objects.push_back(read_tensors(dir / fmt::format("custom_checkpoint_{}.safetensors", i)));
-  const int saved_world = r.state.value("world_size", 1);
+  const int saved_world = r.state.world_size;  // >= 1, checked by parse_checkpoint_state
   r.streams_rank = parts.env->rank() < saved_world ? parts.env->rank() : parts.env->rank() % saved_world;
   r.streams = read_tensors(dir / random_file(r.streams_rank));
   return r;
@@ -334,20 +317,20 @@ GeneratorState stream_of(const nn::StateDict& streams, const std::string& name, 
 }
 
 // Where each loader resumes: the saved global sample count in steps of this run's global batch.
-std::vector<std::pair<int64_t, int64_t>> loader_positions(const TrainingParts& parts, const json& state,
+std::vector<std::pair<int64_t, int64_t>> loader_positions(const TrainingParts& parts, const SavedCheckpointState& state,
                                                           const fs::path& dir) {
-  const json& saved = state.at("loaders");
+  const std::vector<SavedLoaderPosition>& saved = state.loaders;
   if (saved.size() != parts.loaders.size())
     throw Error(fmt::format("load_state: {} holds {} data loaders, but {} are prepared here", (dir / kStateFile).string(),
                             saved.size(), parts.loaders.size()));
   std::vector<std::pair<int64_t, int64_t>> out;
   for (size_t i = 0; i < saved.size(); ++i) {
-    const int64_t samples = saved[i].at("samples_seen"), batch = parts.loaders[i].global_batch_size;
+    const int64_t samples = saved[i].samples_seen, batch = parts.loaders[i].global_batch_size;
     if (samples % batch != 0)
       throw Error(fmt::format("load_state: data loader {} had seen {} samples of its epoch, which is not a whole "
                               "number of this run's global batches of {}; resume with a global batch that divides it",
                               i, samples, batch));
-    out.emplace_back(saved[i].at("epoch").get<int64_t>(), samples / batch);
+    out.emplace_back(saved[i].epoch, samples / batch);
   }
   return out;
 }
@@ -411,7 +394,6 @@ void apply_positions(const TrainingParts& parts, const ReadCheckpoint& r, const 
   std::vector<std::pair<Generator*, GeneratorState>> streams;
   for (const auto& [name, gen] : random_streams(parts)) streams.emplace_back(gen, stream_of(r.streams, name, streams_file));
   const auto positions = loader_positions(parts, r.state, dir);
-  const json& acc = r.state.at("accumulation");
   const bool remapped = r.streams_rank != parts.env->rank();
   for (auto& [gen, s] : streams) {
     // A rank the saved run did not have takes another rank's streams, reseeded by its own rank.
@@ -421,7 +403,7 @@ void apply_positions(const TrainingParts& parts, const ReadCheckpoint& r, const 
   if (remapped && parts.env->rank() == parts.env->world_size() - 1)
     std::cout << fmt::format("accel: load_state: the checkpoint was saved by {} ranks; ranks from {} on reseeded "
                              "their random streams from it deterministically",
-                             r.state.value("world_size", 1), r.state.value("world_size", 1))
+                             r.state.world_size, r.state.world_size)
               << std::endl;
   for (size_t i = 0; i < parts.loaders.size(); ++i) {
     LoaderProgress& p = *parts.loaders[i].progress;
@@ -430,9 +412,8 @@ void apply_positions(const TrainingParts& parts, const ReadCheckpoint& r, const 
     p.resume_epoch = positions[i].first;
     p.resume_step = positions[i].second;
   }
-  parts.accumulation->restore({acc.at("micro_step").get<int64_t>(), acc.at("batches_seen").get<uint64_t>(),
-                               acc.at("batches").get<uint64_t>()});
-  parts.training_step->restore_completed_steps(r.state.value("completed_steps", int64_t{0}));
+  parts.accumulation->restore({r.state.micro_step, r.state.batches_seen, r.state.batches});
+  parts.training_step->restore_completed_steps(r.state.completed_steps);
 }
 
 }  // namespace

@@ -13,6 +13,7 @@
 
 #include "nn/module.h"
 #include "optim/optimizer.h"
+#include "runtime/checkpoint/checkpoint_state.h"
 #include "runtime/data_loader.h"
 #include "runtime/environment.h"
 #include "runtime/gradient_accumulation.h"
@@ -23,9 +24,6 @@
 #include "tensor/generator.h"
 
 namespace accel {
-
-// Bumped when the layout changes; a checkpoint of a newer format is refused.
-inline constexpr int kCheckpointFormat = 1;
 
 // An object with state of its own that checkpoints carry (register_for_checkpointing).
 struct Checkpointable {

@@ -69,3 +69,12 @@ TEST_CASE("ports, process and machine counts out of range, and a key given twice
   CHECK_THROWS_WITH_AS(validate_config(flags, "accel launch"), "accel launch: main_process_port 70000 must be from 1 to 65535",
                        Error);
 }
+
+TEST_CASE("to_yaml writes quotes, backslashes and control characters so that they read back (found by fuzzing)") {
+  ConfigFile c;
+  c.hostfile = "C:\\new\ttab\x01 \"q\"";
+  c.main_process_ip = "a\\b\nc";
+  const ConfigFile back = parse_config(to_yaml(c), "written.yaml");
+  CHECK(back.hostfile == c.hostfile);
+  CHECK(back.main_process_ip == c.main_process_ip);
+}
