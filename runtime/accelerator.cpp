@@ -201,11 +201,16 @@ std::vector<nlohmann::json> Accelerator::broadcast_object_list(const std::vector
   return accel::broadcast_object_list(env_->comm(), objects, from);
 }
 
+double Accelerator::max_over_ranks(double value) const {
+  Tensor t = full({1}, value, DType::f64);
+  if (env_->comm()) env_->comm()->all_reduce(t, ReduceOp::max);
+  return t.item();
+}
+
 bool Accelerator::check_trigger() {
-  Tensor flag = full({1}, trigger_ ? 1.0 : 0.0, DType::f64);
-  if (env_->comm()) env_->comm()->all_reduce(flag, ReduceOp::max);
+  const bool any = max_over_ranks(trigger_ ? 1.0 : 0.0) != 0;
   trigger_ = false;
-  return flag.item() != 0;
+  return any;
 }
 
 void Accelerator::save_model(const nn::Module& model, const std::string& dir) {
@@ -273,9 +278,7 @@ bool Accelerator::should_stop() {
   if (stopping_) return true;
   if (!accumulation_.may_clear_grads()) return false;  // every rank is mid-window at the same micro-step
   // The highest rank+1 that got the signal (0: none), so that the message names one.
-  Tensor signalled = full({1}, preemption_requested() ? process_index() + 1.0 : 0.0, DType::f64);
-  if (env_->comm()) env_->comm()->all_reduce(signalled, ReduceOp::max);
-  const int signalled_rank = static_cast<int>(signalled.item()) - 1;
+  const int signalled_rank = static_cast<int>(max_over_ranks(preemption_requested() ? process_index() + 1.0 : 0.0)) - 1;
   if (signalled_rank < 0) return false;
   stopping_ = true;
   const bool save = project_.automatic_checkpoint_naming && !project_.project_dir.empty();

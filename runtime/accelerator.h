@@ -339,6 +339,8 @@ class Accelerator {
   std::vector<std::string> parameter_names(const optim::Optimizer& optimizer) const;
   DataLoader prepare_data_loader(const DataLoader& loader);
   void print_settings() const;
+  // The largest of every rank's value: one all-reduce of one number (a flag the ranks agree on).
+  double max_over_ranks(double value) const;
 
   // Declared in the order they are built; destroyed in reverse, so the strategy and the precision go
   // before the environment whose communicators they use.

@@ -35,6 +35,7 @@ struct HeldAutocast {
 void HalfPrecision::prepare_model(nn::Module& model) {
   for (const Tensor& p : model.parameters()) copies_->add(p);
   copies_->mark_stale();
+  if (!autocast_models_.insert(&model).second) return;  // prepared again: its forward already autocasts
   model_hooks_.push_back(model.register_forward_scope(
       [this](nn::Module&, std::vector<std::shared_ptr<void>>& held) { held.push_back(std::make_shared<HeldAutocast>(*this)); }));
   model_hooks_.push_back(model.register_forward_hook([](nn::Module&, const Tensor&, Tensor& output) {

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <memory>
+#include <unordered_set>
 #include <vector>
 
 #include "runtime/precision/precision.h"
@@ -31,6 +32,7 @@ class HalfPrecision : public Precision {
   // Owned here and handed to each autocast scope, which reads it.
   std::unique_ptr<WeightCopies> copies_;
   std::vector<HookHandle> model_hooks_;  // removed with this object: a model may outlive it
+  std::unordered_set<const nn::Module*> autocast_models_;
 };
 
 }  // namespace accel
