@@ -4,6 +4,8 @@
 #include <fmt/format.h>
 
 #include <cstdio>
+#include <unistd.h>
+
 #include <filesystem>
 #include <map>
 #include <sstream>
@@ -67,7 +69,7 @@ TEST_CASE("mlp_classifier reaches 97 % held-out accuracy; --save then --init rep
   REQUIRE(v.count("accuracy"));
   CHECK(v.at("accuracy") >= 0.97);
 
-  const auto dir = std::filesystem::temp_directory_path() / "accel_mlp_example";
+  const auto dir = std::filesystem::temp_directory_path() / fmt::format("accel_mlp_example_{}", getpid());
   std::filesystem::remove_all(dir);
   const Run saved = run(example("mlp_classifier") + " --epochs 3 --save " + dir.string());
   REQUIRE(saved.status == 0);
@@ -94,7 +96,7 @@ TEST_CASE("char_gpt's loss falls clearly below the unigram entropy of its text")
 }
 
 TEST_CASE("mlp_classifier --checkpointing_steps epoch, then --resume_from_checkpoint latest, ends as one run") {
-  const auto dir = std::filesystem::temp_directory_path() / "accel_mlp_checkpoints";
+  const auto dir = std::filesystem::temp_directory_path() / fmt::format("accel_mlp_checkpoints_{}", getpid());
   std::filesystem::remove_all(dir);
   const Run whole = run(example("mlp_classifier") + " --epochs 6");
   REQUIRE(whole.status == 0);
