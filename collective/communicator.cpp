@@ -1,10 +1,16 @@
-// The argument checks of Communicator's public operations; backends only see calls that passed them.
+// The argument checks of Communicator's public operations (backends only see calls that passed them),
+// their ledger records, and the debug mode's check across ranks.
 #include "collective/communicator.h"
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <iterator>
 #include <string>
+#include <string_view>
 #include <vector>
+
+#include "tensor/creation.h"
 
 namespace accel {
 
@@ -79,11 +85,73 @@ void check_gathered_shape(const char* op, const char* whole_name, const Tensor& 
                           shape_str(whole.shape()), expected, n, part_name, shape_str(part.shape())));
 }
 
+// The ops the debug check exchanges, by their index here.
+constexpr const char* kCheckedOps[] = {"all_reduce", "broadcast", "all_gather", "reduce_scatter", "gather", "barrier"};
+
+int64_t op_code(const char* op) {
+  for (size_t i = 0; i < std::size(kCheckedOps); ++i)
+    if (std::string_view(kCheckedOps[i]) == op) return static_cast<int64_t>(i);
+  return -1;
+}
+
+std::string describe_call(const int64_t* d) {
+  const int64_t code = d[0];
+  const char* op = code >= 0 && code < static_cast<int64_t>(std::size(kCheckedOps)) ? kCheckedOps[code] : "?";
+  if (std::string_view(op) == "barrier") return "barrier";
+  std::string text = fmt::format("{} {} x {}", op, dtype_name(static_cast<DType>(d[1])), d[2]);
+  if (d[3] >= 0) text += fmt::format(" root {}", d[3]);
+  return text;
+}
+
 }  // namespace
 
-Work Communicator::all_reduce_async(const Tensor& tensor, ReduceOp op) { return all_reduce_async(tensor, tensor, op); }
+template <class Start>
+Work Communicator::recorded(const char* op, const Tensor& tensor, int root, const CallSite& site, Start&& start) {
+  if (collective_checks()) check_across_ranks(op, tensor, root, site);
+  const uint64_t seq = ledger_->enter(op, tensor.defined() ? tensor.dtype() : DType::f32,
+                                      tensor.defined() ? tensor.numel() : 0, root, site);
+  Work work;
+  try {
+    work = start();
+  } catch (...) {
+    ledger_->finish(seq, true);
+    throw;
+  }
+  work.when_finished([ledger = ledger_, seq](bool failed) { ledger->finish(seq, failed); });
+  return work;
+}
 
-Work Communicator::all_reduce_async(const Tensor& in, const Tensor& out, ReduceOp op) {
+void Communicator::check_across_ranks(const char* op, const Tensor& tensor, int root, const CallSite& site) {
+  const Device device = tensor.defined() ? tensor.device() : Device::cpu();
+  if (device.is_cpu() && std::string_view(backend()) == "nccl") return;  // nccl moves device memory only
+  const int64_t mine[4] = {op_code(op), tensor.defined() ? static_cast<int64_t>(tensor.dtype()) : -1,
+                           tensor.defined() ? tensor.numel() : 0, root};
+  Tensor all = empty({size(), 4}, DType::i64);
+  start_all_gather(from_vector(std::vector<int64_t>(mine, mine + 4)), all, false).wait();
+  const std::vector<int64_t> d = all.to_vector<int64_t>();
+  bool same = true;
+  for (int r = 1; r < size(); ++r) same = same && std::equal(d.begin(), d.begin() + 4, d.begin() + 4 * r);
+  if (same) return;
+  std::string each;
+  for (int r = 0; r < size(); ++r) each += fmt::format("{}rank {} {}", r ? ", " : "", r, describe_call(&d[4 * r]));
+  throw Error(fmt::format("{} at {} on communicator {}: the ranks called different collectives ({}); every rank "
+                          "must make the same calls in the same order (found by the debug mode's check)",
+                          op, site.str(), name(), each));
+}
+
+std::string Communicator::child_name(const char* how) { return fmt::format("{}/{}{}", name(), how, ++children_); }
+
+std::unique_ptr<Communicator> Communicator::dup() {
+  std::unique_ptr<Communicator> child = create_dup();
+  child->set_name(child_name("dup"));
+  return child;
+}
+
+Work Communicator::all_reduce_async(const Tensor& tensor, ReduceOp op, CallSite site) {
+  return all_reduce_async(tensor, tensor, op, std::move(site));
+}
+
+Work Communicator::all_reduce_async(const Tensor& in, const Tensor& out, ReduceOp op, CallSite site) {
   check_tensor("all_reduce", "in", in);
   check_tensor("all_reduce", "out", out);
   if (in.dtype() != out.dtype() || in.shape() != out.shape())
@@ -93,16 +161,16 @@ Work Communicator::all_reduce_async(const Tensor& in, const Tensor& out, ReduceO
   const bool in_place = in.is_same(out) || (in.storage() == out.storage() && in.data_ptr() == out.data_ptr());
   if (!in_place && overlaps(in, out))
     throw Error("all_reduce: in and out overlap but are not the same memory");
-  return start_all_reduce(in, out, op, in_place);
+  return recorded("all_reduce", in, -1, site, [&] { return start_all_reduce(in, out, op, in_place); });
 }
 
-Work Communicator::broadcast_async(const Tensor& tensor, int root) {
+Work Communicator::broadcast_async(const Tensor& tensor, int root, CallSite site) {
   check_tensor("broadcast", "tensor", tensor);
   check_rank("broadcast", "root", root, size());
-  return start_broadcast(tensor, root);
+  return recorded("broadcast", tensor, root, site, [&] { return start_broadcast(tensor, root); });
 }
 
-Work Communicator::all_gather_async(const Tensor& in, const Tensor& out) {
+Work Communicator::all_gather_async(const Tensor& in, const Tensor& out, CallSite site) {
   check_tensor("all_gather", "in", in);
   check_tensor("all_gather", "out", out);
   check_same_dtype("all_gather", in, out);
@@ -110,10 +178,10 @@ Work Communicator::all_gather_async(const Tensor& in, const Tensor& out) {
   const bool in_place = is_slot(in, out, rank());
   if (!in_place && overlaps(in, out))
     throw Error(fmt::format("all_gather: in overlaps out but is not out's slot for rank {}", rank()));
-  return start_all_gather(in, out, in_place);
+  return recorded("all_gather", in, -1, site, [&] { return start_all_gather(in, out, in_place); });
 }
 
-Work Communicator::reduce_scatter_async(const Tensor& in, const Tensor& out, ReduceOp op) {
+Work Communicator::reduce_scatter_async(const Tensor& in, const Tensor& out, ReduceOp op, CallSite site) {
   check_tensor("reduce_scatter", "in", in);
   check_tensor("reduce_scatter", "out", out);
   check_same_dtype("reduce_scatter", in, out);
@@ -122,21 +190,23 @@ Work Communicator::reduce_scatter_async(const Tensor& in, const Tensor& out, Red
   const bool in_place = is_slot(out, in, rank());
   if (!in_place && overlaps(in, out))
     throw Error(fmt::format("reduce_scatter: out overlaps in but is not in's slot for rank {}", rank()));
-  return start_reduce_scatter(in, out, op, in_place);
+  return recorded("reduce_scatter", out, -1, site, [&] { return start_reduce_scatter(in, out, op, in_place); });
 }
 
-Work Communicator::gather_async(const Tensor& in, const Tensor& out, int root) {
+Work Communicator::gather_async(const Tensor& in, const Tensor& out, int root, CallSite site) {
   check_tensor("gather", "in", in);
   check_rank("gather", "root", root, size());
-  if (rank() != root) return start_gather(in, Tensor(), root);
+  if (rank() != root) return recorded("gather", in, root, site, [&] { return start_gather(in, Tensor(), root); });
   check_tensor("gather", "out", out);
   check_same_dtype("gather", in, out);
   check_gathered_shape("gather", "out", out, "in", in, size());
   if (overlaps(in, out)) throw Error("gather: in and out overlap");
-  return start_gather(in, out, root);
+  return recorded("gather", in, root, site, [&] { return start_gather(in, out, root); });
 }
 
-Work Communicator::barrier_async() { return start_barrier(); }
+Work Communicator::barrier_async(CallSite site) {
+  return recorded("barrier", Tensor(), -1, site, [&] { return start_barrier(); });
+}
 
 std::unique_ptr<Communicator> Communicator::split(int color, int key) {
   // The libraries take other negative colors differently (MPI fails, NCCL builds a group), so only
@@ -144,7 +214,10 @@ std::unique_ptr<Communicator> Communicator::split(int color, int key) {
   if (color < 0 && color != kNoColor)
     throw Error(fmt::format("split: color {} is negative; expected a color >= 0, or kNoColor ({}) to join no group",
                             color, kNoColor));
-  return create_split(color, key);
+  std::unique_ptr<Communicator> child = create_split(color, key);
+  if (child) child->set_name(fmt::format("{}.{}", child_name("split"), color));
+  else ++children_;  // the ranks of a group count this split too, so later names agree
+  return child;
 }
 
 Work Communicator::send_async(const Tensor& tensor, int dst, int tag) {

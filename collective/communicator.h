@@ -1,9 +1,12 @@
-// Communicator: the interface every collective backend implements (mpi and ring here, nccl later),
-// with the shape rules and argument checks that all backends share.
+// Communicator: the interface every collective backend implements (mpi, ring and nccl), with the shape
+// rules and argument checks that all backends share, and the ledger of the collectives it ran.
 #pragma once
 
 #include <memory>
+#include <string>
 
+#include "collective/call_site.h"
+#include "collective/ledger.h"
 #include "collective/reduce_op.h"
 #include "collective/work.h"
 #include "tensor/tensor.h"
@@ -35,47 +38,65 @@ inline constexpr int kNoColor = -1;
 //
 // Every rank checks its own arguments before it communicates, and a bad call throws accel::Error
 // naming the op and the values. That ranks agree with each other (same op order, dtype, counts, root)
-// is the caller's contract, as in MPI; errors while communicating are raised from Work::wait().
+// is the caller's contract, as in MPI; errors while communicating are raised from Work::wait(). In
+// debug mode (set_collective_checks) every collective first compares op, dtype, count and root across
+// the ranks and throws on all of them when they differ.
+//
+// Every collective is recorded in ledger() with its call site: by default the caller's file:line
+// (the `site` default argument), or a name an internal caller passes ("reducer bucket 3").
 class Communicator {
  public:
   virtual ~Communicator() = default;
-  Communicator() = default;
+  Communicator() : ledger_(make_ledger("world")) {}
   Communicator(const Communicator&) = delete;
   Communicator& operator=(const Communicator&) = delete;
 
   virtual int rank() const = 0;
   virtual int size() const = 0;
   virtual const char* backend() const = 0;  // "mpi", "ring", "nccl"
+  // The ledger's name, the same on every rank: "world", "world/dup1", "world/split2", or a mesh's
+  // dimension name. A communicator a backend builds from a raw handle starts as "world".
+  const std::string& name() const { return ledger_->name(); }
+  void set_name(std::string name) { ledger_->set_name(std::move(name)); }
+  const CollectiveLedger& ledger() const { return *ledger_; }
   // A new communicator over the same ranks whose traffic never mixes with this one's. Collective:
   // every rank calls it in the same order as its other collectives.
-  virtual std::unique_ptr<Communicator> dup() = 0;
+  std::unique_ptr<Communicator> dup();
   // Sub-groups, as MPI_Comm_split: the ranks that pass the same color form a new communicator of the
   // same backend, ranked by key (ties by their rank here). color is >= 0, or kNoColor for a rank that
   // joins no group: it gets nullptr. Collective like dup(); the new communicator's traffic never
   // mixes with this one's, and it lives on after this one is destroyed.
   std::unique_ptr<Communicator> split(int color, int key);
 
-  Work all_reduce_async(const Tensor& tensor, ReduceOp op = ReduceOp::sum);
-  Work all_reduce_async(const Tensor& in, const Tensor& out, ReduceOp op = ReduceOp::sum);
-  Work broadcast_async(const Tensor& tensor, int root);
-  Work all_gather_async(const Tensor& in, const Tensor& out);
-  Work reduce_scatter_async(const Tensor& in, const Tensor& out, ReduceOp op = ReduceOp::sum);
-  Work gather_async(const Tensor& in, const Tensor& out, int root);
-  Work barrier_async();
+  Work all_reduce_async(const Tensor& tensor, ReduceOp op = ReduceOp::sum, CallSite site = {});
+  Work all_reduce_async(const Tensor& in, const Tensor& out, ReduceOp op = ReduceOp::sum, CallSite site = {});
+  Work broadcast_async(const Tensor& tensor, int root, CallSite site = {});
+  Work all_gather_async(const Tensor& in, const Tensor& out, CallSite site = {});
+  Work reduce_scatter_async(const Tensor& in, const Tensor& out, ReduceOp op = ReduceOp::sum, CallSite site = {});
+  Work gather_async(const Tensor& in, const Tensor& out, int root, CallSite site = {});
+  Work barrier_async(CallSite site = {});
   Work send_async(const Tensor& tensor, int dst, int tag = 0);
   Work recv_async(const Tensor& tensor, int src, int tag = 0);
 
-  void all_reduce(const Tensor& tensor, ReduceOp op = ReduceOp::sum) { all_reduce_async(tensor, op).wait(); }
-  void all_reduce(const Tensor& in, const Tensor& out, ReduceOp op = ReduceOp::sum) {
-    all_reduce_async(in, out, op).wait();
+  void all_reduce(const Tensor& tensor, ReduceOp op = ReduceOp::sum, CallSite site = {}) {
+    all_reduce_async(tensor, op, std::move(site)).wait();
   }
-  void broadcast(const Tensor& tensor, int root) { broadcast_async(tensor, root).wait(); }
-  void all_gather(const Tensor& in, const Tensor& out) { all_gather_async(in, out).wait(); }
-  void reduce_scatter(const Tensor& in, const Tensor& out, ReduceOp op = ReduceOp::sum) {
-    reduce_scatter_async(in, out, op).wait();
+  void all_reduce(const Tensor& in, const Tensor& out, ReduceOp op = ReduceOp::sum, CallSite site = {}) {
+    all_reduce_async(in, out, op, std::move(site)).wait();
   }
-  void gather(const Tensor& in, const Tensor& out, int root) { gather_async(in, out, root).wait(); }
-  void barrier() { barrier_async().wait(); }
+  void broadcast(const Tensor& tensor, int root, CallSite site = {}) {
+    broadcast_async(tensor, root, std::move(site)).wait();
+  }
+  void all_gather(const Tensor& in, const Tensor& out, CallSite site = {}) {
+    all_gather_async(in, out, std::move(site)).wait();
+  }
+  void reduce_scatter(const Tensor& in, const Tensor& out, ReduceOp op = ReduceOp::sum, CallSite site = {}) {
+    reduce_scatter_async(in, out, op, std::move(site)).wait();
+  }
+  void gather(const Tensor& in, const Tensor& out, int root, CallSite site = {}) {
+    gather_async(in, out, root, std::move(site)).wait();
+  }
+  void barrier(CallSite site = {}) { barrier_async(std::move(site)).wait(); }
   void send(const Tensor& tensor, int dst, int tag = 0) { send_async(tensor, dst, tag).wait(); }
   void recv(const Tensor& tensor, int src, int tag = 0) { recv_async(tensor, src, tag).wait(); }
 
@@ -94,6 +115,19 @@ class Communicator {
   virtual Work start_recv(const Tensor& tensor, int src, int tag) = 0;
   // split() once color is known to be >= 0 or kNoColor.
   virtual std::unique_ptr<Communicator> create_split(int color, int key) = 0;
+  virtual std::unique_ptr<Communicator> create_dup() = 0;
+
+ private:
+  // Records the collective in the ledger around start() (and, in debug mode, checks it across ranks).
+  template <class Start>
+  Work recorded(const char* op, const Tensor& tensor, int root, const CallSite& site, Start&& start);
+  // Debug mode: one all_gather of (op, dtype, count, root) on this communicator, compared.
+  void check_across_ranks(const char* op, const Tensor& tensor, int root, const CallSite& site);
+  // The name of the n-th communicator derived from this one.
+  std::string child_name(const char* how);
+
+  std::shared_ptr<CollectiveLedger> ledger_;
+  int children_ = 0;
 };
 
 }  // namespace accel

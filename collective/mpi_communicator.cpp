@@ -398,7 +398,7 @@ MpiCommunicator::MpiCommunicator(Adopt, MPI_Comm owned)
 
 MpiCommunicator::~MpiCommunicator() = default;
 
-std::unique_ptr<Communicator> MpiCommunicator::dup() {
+std::unique_ptr<Communicator> MpiCommunicator::create_dup() {
   // On the collective thread like any collective, so it stays in order with the others.
   auto copy = std::make_shared<MPI_Comm>(MPI_COMM_NULL);
   MPI_Comm comm = engine_->comm();

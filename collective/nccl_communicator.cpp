@@ -187,7 +187,7 @@ NcclCommunicator::NcclCommunicator(std::shared_ptr<NcclCommState> state, int ran
 
 NcclCommunicator::~NcclCommunicator() = default;
 
-std::unique_ptr<Communicator> NcclCommunicator::dup() { return split_as("dup", 0, rank_); }
+std::unique_ptr<Communicator> NcclCommunicator::create_dup() { return split_as("dup", 0, rank_); }
 
 std::unique_ptr<Communicator> NcclCommunicator::create_split(int color, int key) {
   return split_as("split", color, key);

@@ -34,7 +34,7 @@ class NcclCommunicator final : public Communicator {
   int size() const override { return size_; }
   const char* backend() const override { return "nccl"; }
   // A new NCCL communicator over the same ranks (a split with one color), on the same device and stream.
-  std::unique_ptr<Communicator> dup() override;
+  std::unique_ptr<Communicator> create_dup() override;
   Device device() const { return device_; }
 
  protected:

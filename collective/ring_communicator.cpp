@@ -65,7 +65,7 @@ RingCommunicator::RingCommunicator(std::shared_ptr<Communicator> transport)
   left_ = wrap(rank_ - 1);
 }
 
-std::unique_ptr<Communicator> RingCommunicator::dup() {
+std::unique_ptr<Communicator> RingCommunicator::create_dup() {
   return std::make_unique<RingCommunicator>(std::shared_ptr<Communicator>(transport_->dup()));
 }
 

@@ -22,7 +22,7 @@ class RingCommunicator final : public Communicator {
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   const char* backend() const override { return "ring"; }
-  std::unique_ptr<Communicator> dup() override;
+  std::unique_ptr<Communicator> create_dup() override;
 
  protected:
   Work start_all_reduce(const Tensor& in, const Tensor& out, ReduceOp op, bool in_place) override;

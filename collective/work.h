@@ -3,6 +3,7 @@
 #pragma once
 
 #include <condition_variable>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -18,8 +19,17 @@ class WorkState {
   void fail(std::string message);    // the operation failed; wait() throws accel::Error(message)
   virtual void wait();
   virtual bool test();
+  // f(failed) runs once, when the operation is seen to finish: on the backend's thread when it
+  // completes, else (a backend that completes on a device stream) when wait() or test() returns.
+  // At once if that has already happened.
+  void when_finished(std::function<void(bool failed)> f);
+  void finished(bool failed);  // runs the callback, at most once
 
  private:
+  std::mutex callback_mutex_;
+  std::function<void(bool)> on_finished_;
+  bool reported_ = false;
+  bool reported_failed_ = false;
   std::mutex mutex_;
   std::condition_variable finished_;
   bool done_ = false;
@@ -40,6 +50,8 @@ class Work {
   // True once the operation has finished (then wait() returns or throws at once). Never blocks.
   bool test() const;
   bool valid() const { return state_ != nullptr; }
+  // See WorkState::when_finished.
+  void when_finished(std::function<void(bool failed)> f) const;
 
  private:
   std::shared_ptr<WorkState> state_;

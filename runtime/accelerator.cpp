@@ -190,8 +190,8 @@ double Accelerator::clip_grad_norm(const nn::Module& model, double max_norm, dou
   return clip_grad_norm(model.parameters(), max_norm, norm_type);
 }
 
-void Accelerator::wait_for_everyone() {
-  if (Communicator* comm = env_->comm()) comm->barrier();
+void Accelerator::wait_for_everyone(CallSite site) {
+  if (Communicator* comm = env_->comm()) comm->barrier(site);
 }
 
 namespace {
@@ -216,17 +216,18 @@ std::string Accelerator::distributed_type() const {
   return device().is_cuda() ? "MULTI_GPU" : "MULTI_CPU";
 }
 
-std::vector<nlohmann::json> Accelerator::gather_object(const nlohmann::json& object) {
-  return accel::gather_object(env_->comm(), object);
+std::vector<nlohmann::json> Accelerator::gather_object(const nlohmann::json& object, CallSite site) {
+  return accel::gather_object(env_->comm(), object, site);
 }
 
-std::vector<nlohmann::json> Accelerator::broadcast_object_list(const std::vector<nlohmann::json>& objects, int from) {
-  return accel::broadcast_object_list(env_->comm(), objects, from);
+std::vector<nlohmann::json> Accelerator::broadcast_object_list(const std::vector<nlohmann::json>& objects, int from,
+                                                               CallSite site) {
+  return accel::broadcast_object_list(env_->comm(), objects, from, site);
 }
 
-void Accelerator::check_same_structure(const char* op, const std::string& structure) {
+void Accelerator::check_same_structure(const char* op, const std::string& structure, const CallSite& site) {
   if (env_->comm() == nullptr) return;
-  const std::vector<nlohmann::json> all = gather_object(structure);
+  const std::vector<nlohmann::json> all = gather_object(structure, site);
   if (std::all_of(all.begin(), all.end(), [&](const nlohmann::json& s) { return s == all[0]; })) return;
   std::string each;
   for (size_t r = 0; r < all.size(); ++r) each += fmt::format("{}rank {} {}", r ? ", " : "", r, all[r].get<std::string>());
@@ -235,14 +236,14 @@ void Accelerator::check_same_structure(const char* op, const std::string& struct
                           op, each));
 }
 
-double Accelerator::max_over_ranks(double value) const {
+double Accelerator::max_over_ranks(double value, const CallSite& site) const {
   Tensor t = full({1}, value, DType::f64);
-  if (env_->comm()) env_->comm()->all_reduce(t, ReduceOp::max);
+  if (env_->comm()) env_->comm()->all_reduce(t, ReduceOp::max, site);
   return t.item();
 }
 
-bool Accelerator::check_trigger() {
-  const bool any = max_over_ranks(trigger_ ? 1.0 : 0.0) != 0;
+bool Accelerator::check_trigger(CallSite site) {
+  const bool any = max_over_ranks(trigger_ ? 1.0 : 0.0, site) != 0;
   trigger_ = false;
   return any;
 }
@@ -307,12 +308,12 @@ std::string Accelerator::load_state(const std::string& dir) {
   return source.string();
 }
 
-bool Accelerator::should_stop() {
+bool Accelerator::should_stop(CallSite site) {
   listen_for_preemption();
   if (stopping_) return true;
   if (!accumulation_.may_clear_grads()) return false;  // every rank is mid-window at the same micro-step
   // The highest rank+1 that got the signal (0: none), so that the message names one.
-  const int signalled_rank = static_cast<int>(max_over_ranks(preemption_requested() ? process_index() + 1.0 : 0.0)) - 1;
+  const int signalled_rank = static_cast<int>(max_over_ranks(preemption_requested() ? process_index() + 1.0 : 0.0, site)) - 1;
   if (signalled_rank < 0) return false;
   stopping_ = true;
   const bool save = project_.automatic_checkpoint_naming && !project_.project_dir.empty();

@@ -179,52 +179,62 @@ class Accelerator {
   //
   // Every rank's tensor concatenated along dim 0, in rank order (a 0-d tensor counts as one row).
   // Dim 0 may differ between ranks; the other dims and the dtype may not.
-  Tensor gather(const Tensor& tensor) { return collectives_.gather(tensor); }
+  Tensor gather(const Tensor& tensor, CallSite site = {}) { return collectives_.gather(tensor, site); }
   // gather, minus the rows that repeat samples to pad the last batches (even_batches), so that over
   // an epoch every sample is counted exactly once. Dim 0 of tensor must index the samples of the
   // batch the prepared DataLoader produced last.
-  Tensor gather_for_metrics(const Tensor& tensor) { return collectives_.gather_for_metrics(tensor); }
+  Tensor gather_for_metrics(const Tensor& tensor, CallSite site = {}) {
+    return collectives_.gather_for_metrics(tensor, site);
+  }
   // The elementwise reduction of every rank's tensor (same shape everywhere), as a new tensor.
-  Tensor reduce(const Tensor& tensor, ReduceOp op = ReduceOp::sum) { return collectives_.reduce(tensor, op); }
+  Tensor reduce(const Tensor& tensor, ReduceOp op = ReduceOp::sum, CallSite site = {}) {
+    return collectives_.reduce(tensor, op, site);
+  }
   // Accelerate's names: "sum" or "mean".
-  Tensor reduce(const Tensor& tensor, const std::string& reduction) { return collectives_.reduce(tensor, reduction); }
+  Tensor reduce(const Tensor& tensor, const std::string& reduction, CallSite site = {}) {
+    return collectives_.reduce(tensor, reduction, site);
+  }
   // Rank from's tensor, as a new tensor on every rank (same shape everywhere).
-  Tensor broadcast(const Tensor& tensor, int from = 0) { return collectives_.broadcast(tensor, from); }
+  Tensor broadcast(const Tensor& tensor, int from = 0, CallSite site = {}) {
+    return collectives_.broadcast(tensor, from, site);
+  }
   // Pads tensor along dim with pad_index up to the largest size any rank holds there (at the end, or
   // at the start with pad_first), so that it can be gathered.
-  Tensor pad_across_processes(const Tensor& tensor, int64_t dim = 0, double pad_index = 0, bool pad_first = false) {
-    return collectives_.pad_across_processes(tensor, dim, pad_index, pad_first);
+  Tensor pad_across_processes(const Tensor& tensor, int64_t dim = 0, double pad_index = 0, bool pad_first = false,
+                              CallSite site = {}) {
+    return collectives_.pad_across_processes(tensor, dim, pad_index, pad_first, site);
   }
 
   // The same four on a nested structure of tensors (vectors and string maps of tensors, to any
   // depth), leaf by leaf; the result has the input's structure. The ranks first compare their
   // structures, so different keys or lengths throw one message instead of hanging.
   template <NestedTensors Tree>
-  Tree gather(const Tree& tree) {
-    return each_leaf("gather", tree, [this](const Tensor& t) { return gather(t); });
+  Tree gather(const Tree& tree, CallSite site = {}) {
+    return each_leaf("gather", tree, site, [&](const Tensor& t) { return gather(t, site); });
   }
   template <NestedTensors Tree>
-  Tree gather_for_metrics(const Tree& tree) {
-    return each_leaf("gather_for_metrics", tree, [this](const Tensor& t) { return gather_for_metrics(t); });
+  Tree gather_for_metrics(const Tree& tree, CallSite site = {}) {
+    return each_leaf("gather_for_metrics", tree, site, [&](const Tensor& t) { return gather_for_metrics(t, site); });
   }
   template <NestedTensors Tree>
-  Tree reduce(const Tree& tree, ReduceOp op = ReduceOp::sum) {
-    return each_leaf("reduce", tree, [this, op](const Tensor& t) { return reduce(t, op); });
+  Tree reduce(const Tree& tree, ReduceOp op = ReduceOp::sum, CallSite site = {}) {
+    return each_leaf("reduce", tree, site, [&](const Tensor& t) { return reduce(t, op, site); });
   }
   template <NestedTensors Tree>
-  Tree reduce(const Tree& tree, const std::string& reduction) {
-    return each_leaf("reduce", tree, [this, &reduction](const Tensor& t) { return reduce(t, reduction); });
+  Tree reduce(const Tree& tree, const std::string& reduction, CallSite site = {}) {
+    return each_leaf("reduce", tree, site, [&](const Tensor& t) { return reduce(t, reduction, site); });
   }
   template <NestedTensors Tree>
-  Tree broadcast(const Tree& tree, int from = 0) {
-    return each_leaf("broadcast", tree, [this, from](const Tensor& t) { return broadcast(t, from); });
+  Tree broadcast(const Tree& tree, int from = 0, CallSite site = {}) {
+    return each_leaf("broadcast", tree, site, [&](const Tensor& t) { return broadcast(t, from, site); });
   }
 
   // JSON values (strings, numbers, lists, maps) between the ranks. Collective.
   // Every rank's object, in rank order.
-  std::vector<nlohmann::json> gather_object(const nlohmann::json& object);
+  std::vector<nlohmann::json> gather_object(const nlohmann::json& object, CallSite site = {});
   // Rank from's objects on every rank; every rank passes a list of the same length.
-  std::vector<nlohmann::json> broadcast_object_list(const std::vector<nlohmann::json>& objects, int from = 0);
+  std::vector<nlohmann::json> broadcast_object_list(const std::vector<nlohmann::json>& objects, int from = 0,
+                                                    CallSite site = {});
 
   // This rank's contiguous part of items: the first (size % n) ranks get one more. With
   // apply_padding every rank gets as many, the short ones repeating their last item (so that a
@@ -244,7 +254,7 @@ class Accelerator {
   // An early-stop flag: any rank may set it; check_trigger (collective, one all-reduce) is then
   // true on every rank, and clears it.
   void set_trigger() { trigger_ = true; }
-  bool check_trigger();
+  bool check_trigger(CallSite site = {});
 
   // f() on those processes only.
   template <class F>
@@ -268,7 +278,7 @@ class Accelerator {
   }
 
   // Blocks until every process reaches it.
-  void wait_for_everyone();
+  void wait_for_everyone(CallSite site = {});
   // Between two trainings: lets go of everything the Accelerator keeps for what it prepared (the
   // strategy's buckets and shards, the precision's low-precision copies and loss scale, the
   // accumulation count, an async save's host buffers) and returns cached allocator memory. Objects
@@ -307,7 +317,7 @@ class Accelerator {
   // all-reduce (none inside an accumulation window, where it says false). When it turns true with
   // ProjectConfiguration's automatic naming, every rank has saved the same step first. Then leave the
   // loop and return kPreemptedExitStatus from main, which `accel launch` reports as a preemption.
-  bool should_stop();
+  bool should_stop(CallSite site = {});
   // Optimizer steps taken (window ends), carried by checkpoints: after load_state, the saved run's.
   int64_t completed_steps() const { return training_step_->completed_steps(); }
   // Adds an object with state_dict() / load_state_dict(StateDict) (an LRScheduler, ...) to the
@@ -372,16 +382,16 @@ class Accelerator {
   DataLoader prepare_data_loader(const DataLoader& loader);
   void print_settings() const;
   template <class Tree, class F>
-  Tree each_leaf(const char* op, const Tree& tree, F f) {
-    check_same_structure(op, structure_of(tree));
+  Tree each_leaf(const char* op, const Tree& tree, const CallSite& site, F f) {
+    check_same_structure(op, structure_of(tree), site);
     return map_leaves(tree, f);
   }
   // Throws on every rank when the ranks' structures differ (one gather of the structures' text).
-  void check_same_structure(const char* op, const std::string& structure);
+  void check_same_structure(const char* op, const std::string& structure, const CallSite& site);
   // The strategy, the precision and the training step, built from the settings (again in free_memory).
   void build_training_parts();
   // The largest of every rank's value: one all-reduce of one number (a flag the ranks agree on).
-  double max_over_ranks(double value) const;
+  double max_over_ranks(double value, const CallSite& site) const;
 
   // Declared in the order they are built; destroyed in reverse, so the strategy and the precision go
   // before the environment whose communicators they use.

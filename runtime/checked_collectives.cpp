@@ -44,7 +44,7 @@ std::vector<CheckedCollectives::TensorInfo> CheckedCollectives::exchange_info(co
   mine[4] = op_code(op);
   const int n = env_.comm()->size();
   Tensor all = empty({n, kInfoWidth}, DType::i64);
-  env_.comm()->all_gather(from_vector(mine), all);
+  env_.comm()->all_gather(from_vector(mine), all, site_);
   const std::vector<int64_t> v = all.to_vector<int64_t>();
   // Ranks in different collectives met in this exchange; all of them say so in the same words.
   for (int r = 1; r < n; ++r)
@@ -125,7 +125,7 @@ Tensor CheckedCollectives::gather_rows(const char* op, const Tensor& tensor, int
   Shape whole = part;
   whole[0] = most * n;
   Tensor all = empty(whole, rows.dtype(), rows.device());
-  env_.comm_for(mine).all_gather(mine, all);
+  env_.comm_for(mine).all_gather(mine, all, site_);
   std::vector<Tensor> pieces;
   bool cut = false;
   for (int r = 0; r < n; ++r) {
@@ -137,12 +137,14 @@ Tensor CheckedCollectives::gather_rows(const char* op, const Tensor& tensor, int
   return cut ? nograd::cat(pieces, 0) : all;
 }
 
-Tensor CheckedCollectives::gather(const Tensor& tensor) {
+Tensor CheckedCollectives::gather(const Tensor& tensor, const CallSite& site) {
+  site_ = site;
   if (!env_.comm()) return tensor.defined() && tensor.dim() == 0 ? nograd::reshape(tensor, {1}) : tensor;
   return gather_rows("gather", tensor, 0);
 }
 
-Tensor CheckedCollectives::gather_for_metrics(const Tensor& tensor) {
+Tensor CheckedCollectives::gather_for_metrics(const Tensor& tensor, const CallSite& site) {
+  site_ = site;
   // One process keeps its short last batch and never pads.
   if (!env_.comm()) return tensor.defined() && tensor.dim() == 0 ? nograd::reshape(tensor, {1}) : tensor;
   return gather_rows("gather_for_metrics", tensor, gradient_state_->padding);
@@ -151,11 +153,13 @@ Tensor CheckedCollectives::gather_for_metrics(const Tensor& tensor) {
 // The collectives below check their arguments after exchange_info, on every rank's values: a rank
 // that finds a bad argument locally and throws would leave the others waiting in the exchange.
 
-Tensor CheckedCollectives::reduce(const Tensor& tensor, ReduceOp op) {
+Tensor CheckedCollectives::reduce(const Tensor& tensor, ReduceOp op, const CallSite& site) {
+  site_ = site;
   return reduce_as(tensor, static_cast<int64_t>(op), reduce_op_name(op));
 }
 
-Tensor CheckedCollectives::reduce(const Tensor& tensor, const std::string& reduction) {
+Tensor CheckedCollectives::reduce(const Tensor& tensor, const std::string& reduction, const CallSite& site) {
+  site_ = site;
   const int64_t code = reduction == "sum"    ? static_cast<int64_t>(ReduceOp::sum)
                        : reduction == "mean" ? static_cast<int64_t>(ReduceOp::avg)
                                              : kUnsupported;
@@ -178,11 +182,12 @@ Tensor CheckedCollectives::reduce_as(const Tensor& tensor, int64_t code, const s
       throw Error(fmt::format("Accelerator::reduce: the ranks' shapes differ: {}", shapes_of(infos)));
   }
   Tensor out = nograd::clone(tensor);
-  env_.comm_for(out).all_reduce(out, static_cast<ReduceOp>(code));
+  env_.comm_for(out).all_reduce(out, static_cast<ReduceOp>(code), site_);
   return out;
 }
 
-Tensor CheckedCollectives::broadcast(const Tensor& tensor, int from) {
+Tensor CheckedCollectives::broadcast(const Tensor& tensor, int from, const CallSite& site) {
+  site_ = site;
   const int n = env_.world_size();
   if (env_.comm()) {
     const std::vector<TensorInfo> infos = exchange_info("broadcast", tensor, from);
@@ -199,11 +204,13 @@ Tensor CheckedCollectives::broadcast(const Tensor& tensor, int from) {
     throw Error(fmt::format("Accelerator::broadcast: from = {} is not a rank of {}", from, n));
   if (!env_.comm()) return tensor;
   Tensor out = nograd::clone(tensor);
-  env_.comm_for(out).broadcast(out, from);
+  env_.comm_for(out).broadcast(out, from, site_);
   return out;
 }
 
-Tensor CheckedCollectives::pad_across_processes(const Tensor& tensor, int64_t dim, double pad_index, bool pad_first) {
+Tensor CheckedCollectives::pad_across_processes(const Tensor& tensor, int64_t dim, double pad_index, bool pad_first,
+                                                 const CallSite& site) {
+  site_ = site;
   const char* op = "pad_across_processes";
   std::vector<TensorInfo> infos;
   if (env_.comm()) {

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "collective/call_site.h"
 #include "collective/reduce_op.h"
 #include "runtime/environment.h"
 #include "runtime/gradient_state.h"
@@ -20,13 +21,14 @@ class CheckedCollectives {
   CheckedCollectives(const Environment& env, std::shared_ptr<const GradientState> gradient_state);
 
   // See Accelerator for each one's contract.
-  Tensor gather(const Tensor& tensor);
-  Tensor gather_for_metrics(const Tensor& tensor);
-  Tensor reduce(const Tensor& tensor, ReduceOp op);
+  Tensor gather(const Tensor& tensor, const CallSite& site);
+  Tensor gather_for_metrics(const Tensor& tensor, const CallSite& site);
+  Tensor reduce(const Tensor& tensor, ReduceOp op, const CallSite& site);
   // "sum" or "mean", Accelerate's names.
-  Tensor reduce(const Tensor& tensor, const std::string& reduction);
-  Tensor broadcast(const Tensor& tensor, int from);
-  Tensor pad_across_processes(const Tensor& tensor, int64_t dim, double pad_index, bool pad_first);
+  Tensor reduce(const Tensor& tensor, const std::string& reduction, const CallSite& site);
+  Tensor broadcast(const Tensor& tensor, int from, const CallSite& site);
+  Tensor pad_across_processes(const Tensor& tensor, int64_t dim, double pad_index, bool pad_first,
+                              const CallSite& site);
 
  private:
   // Each rank's dtype, shape and one extra number, exchanged so that every rank can check that the
@@ -45,6 +47,7 @@ class CheckedCollectives {
   Tensor reduce_as(const Tensor& tensor, int64_t code, const std::string& asked);
 
   const Environment& env_;
+  CallSite site_;  // the user's call being served, for the ledger
   std::shared_ptr<const GradientState> gradient_state_;
 };
 

@@ -26,16 +26,16 @@ std::string text_of(const int32_t* codes, int64_t length) {
 
 }  // namespace
 
-std::vector<nlohmann::json> gather_object(Communicator* comm, const nlohmann::json& object) {
+std::vector<nlohmann::json> gather_object(Communicator* comm, const nlohmann::json& object, const CallSite& site) {
   if (!comm) return {object};
   const std::string text = object.dump();
   const int n = comm->size();
   Tensor lengths = empty({n}, DType::i64);
-  comm->all_gather(from_vector(std::vector<int64_t>{static_cast<int64_t>(text.size())}), lengths);
+  comm->all_gather(from_vector(std::vector<int64_t>{static_cast<int64_t>(text.size())}), lengths, site);
   const std::vector<int64_t> length = lengths.to_vector<int64_t>();
   const int64_t width = std::max<int64_t>(1, *std::max_element(length.begin(), length.end()));
   Tensor all = empty({n * width}, DType::i32);
-  comm->all_gather(text_tensor(text, width), all);
+  comm->all_gather(text_tensor(text, width), all, site);
   const std::vector<int32_t> codes = all.to_vector<int32_t>();
   std::vector<nlohmann::json> out;
   for (int r = 0; r < n; ++r)
@@ -44,17 +44,17 @@ std::vector<nlohmann::json> gather_object(Communicator* comm, const nlohmann::js
 }
 
 std::vector<nlohmann::json> broadcast_object_list(Communicator* comm, const std::vector<nlohmann::json>& objects,
-                                                  int from) {
+                                                  int from, const CallSite& site) {
   const int n = comm ? comm->size() : 1;
   if (from < 0 || from >= n)
     throw Error(fmt::format("Accelerator::broadcast_object_list: from = {} is not a rank of {}", from, n));
   if (!comm) return objects;
   const std::string text = comm->rank() == from ? nlohmann::json(objects).dump() : std::string();
   Tensor length = from_vector(std::vector<int64_t>{static_cast<int64_t>(text.size())});
-  comm->broadcast(length, from);
+  comm->broadcast(length, from, site);
   const int64_t width = std::max<int64_t>(1, length.to_vector<int64_t>()[0]);
   Tensor codes = text_tensor(text, width);
-  comm->broadcast(codes, from);
+  comm->broadcast(codes, from, site);
   const std::vector<int32_t> received = codes.to_vector<int32_t>();
   const nlohmann::json list = nlohmann::json::parse(text_of(received.data(), length.to_vector<int64_t>()[0]));
   if (list.size() != objects.size())

@@ -10,9 +10,9 @@
 namespace accel {
 
 // Every rank's object, in rank order. comm null: {object}. Collective.
-std::vector<nlohmann::json> gather_object(Communicator* comm, const nlohmann::json& object);
+std::vector<nlohmann::json> gather_object(Communicator* comm, const nlohmann::json& object, const CallSite& site = {});
 // Rank from's objects on every rank (the other ranks' inputs only give their count, which must match).
 std::vector<nlohmann::json> broadcast_object_list(Communicator* comm, const std::vector<nlohmann::json>& objects,
-                                                  int from);
+                                                  int from, const CallSite& site = {});
 
 }  // namespace accel

@@ -123,7 +123,7 @@ void ZeroStage12::backward_failed() {
 
 void ZeroStage12::after_shard_update(Unit& unit) {
   // In place: this rank's slice of full() is the shard the optimizer just updated.
-  comm().all_gather(unit.shard, unit.flat->full());
+  comm().all_gather(unit.shard, unit.flat->full(), fmt::format("zero all-gather of {}", unit.flat->name()));
 }
 
 }  // namespace accel

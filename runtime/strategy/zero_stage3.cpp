@@ -61,7 +61,7 @@ void ZeroStage3::start_gather(size_t u) {
   if (place.gathered || place.gather.valid()) return;
   const FlatUnit& flat = *units_[u]->flat;
   flat.full().storage()->reallocate();
-  place.gather = comm().all_gather_async(units_[u]->shard, flat.full());
+  place.gather = comm().all_gather_async(units_[u]->shard, flat.full(), fmt::format("zero all-gather unit {}", u));
   events_.push_back({ZeroEvent::Kind::gather, u});
 }
 
@@ -181,7 +181,7 @@ nn::StateDict ZeroStage3::model_state_dict(const nn::Module& model) const {
   for (const auto& u : units_) {
     if (u->model != &model) continue;
     Tensor full = empty({u->flat->padded_numel()}, u->flat->dtype(), u->flat->device());
-    comm().all_gather(u->shard, full);
+    comm().all_gather(u->shard, full, fmt::format("zero state-dict gather of {}", u->flat->name()));
     for (size_t j = 0; j < u->flat->params().size(); ++j)
       full_of[u->flat->params()[j].impl()] = nograd::clone(u->flat->param_view(full, j));
   }

@@ -111,7 +111,7 @@ ZeroStrategy::HeldBytes ZeroStrategy::held_bytes() const {
 
 double ZeroStrategy::combine_norm(double local, bool inf_norm) const {
   Tensor value = scalar_tensor(local, DType::f64);
-  comm_->all_reduce(value, inf_norm ? ReduceOp::max : ReduceOp::sum);
+  comm_->all_reduce(value, inf_norm ? ReduceOp::max : ReduceOp::sum, "zero gradient norm");
   return value.item();
 }
 
@@ -120,7 +120,8 @@ void ZeroStrategy::start_reduce_scatter(Unit& unit, const Tensor& flat_grad) {
   const bool narrow_wire = flat_grad.dtype() == DType::f32 && comm_dtype_ != DType::f32;
   unit.wire_in = narrow_wire ? nograd::to_dtype(flat_grad, comm_dtype_) : flat_grad;
   unit.wire_out = empty({unit.flat->shard_numel()}, unit.wire_in.dtype(), unit.wire_in.device());
-  unit.work = comm_->reduce_scatter_async(unit.wire_in, unit.wire_out, ReduceOp::avg);
+  unit.work = comm_->reduce_scatter_async(unit.wire_in, unit.wire_out, ReduceOp::avg,
+                                          fmt::format("zero reduce-scatter of {}", unit.flat->name()));
 }
 
 void ZeroStrategy::finish_reduce_scatter(Unit& unit, bool add) {

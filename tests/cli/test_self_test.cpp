@@ -36,7 +36,7 @@ class LoopbackCommunicator final : public Communicator {
   int rank() const override { return 0; }
   int size() const override { return 1; }
   const char* backend() const override { return "loopback"; }
-  std::unique_ptr<Communicator> dup() override { return std::make_unique<LoopbackCommunicator>(corrupt_); }
+  std::unique_ptr<Communicator> create_dup() override { return std::make_unique<LoopbackCommunicator>(corrupt_); }
 
  protected:
   Work start_all_reduce(const Tensor& in, const Tensor& out, ReduceOp op, bool) override {

@@ -17,7 +17,7 @@ class CountingCommunicator final : public accel::Communicator {
   int rank() const override { return inner_->rank(); }
   int size() const override { return inner_->size(); }
   const char* backend() const override { return inner_->backend(); }
-  std::unique_ptr<accel::Communicator> dup() override { return std::make_unique<CountingCommunicator>(inner_->dup()); }
+  std::unique_ptr<accel::Communicator> create_dup() override { return std::make_unique<CountingCommunicator>(inner_->dup()); }
 
   // How many of each kind ran since the last reset: "all_gather", "reduce_scatter", "all_reduce", ...
   int count(const std::string& kind) const {

@@ -1,0 +1,26 @@
+// CallSite: who started a collective, for the ledger and the stall reports: the user's file:line
+// (std::source_location, filled in by default arguments at the API), or a name an internal caller
+// gives itself ("reducer bucket 3", "zero all-gather unit 5").
+#pragma once
+
+#include <source_location>
+#include <string>
+
+namespace accel {
+
+struct CallSite {
+  // NOLINTNEXTLINE: implicit, so that a default argument `CallSite site = {}` records the caller
+  CallSite(std::source_location where = std::source_location::current())
+      : file(where.file_name()), line(where.line()) {}
+  CallSite(std::string name) : label(std::move(name)) {}  // NOLINT: implicit, so "reducer bucket 3" reads
+  CallSite(const char* name) : label(name) {}             // NOLINT
+
+  std::string label;
+  const char* file = nullptr;  // static storage (source_location's)
+  unsigned line = 0;
+
+  // "train.cpp:88" (the file's last path component) or the label.
+  std::string str() const;
+};
+
+}  // namespace accel
