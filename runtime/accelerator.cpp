@@ -96,6 +96,9 @@ void Accelerator::end_training() { trackers_->finish(); }
 
 ProgressBar Accelerator::progress_bar(int64_t total, ProgressBarOptions options, int64_t start) const {
   options.enabled = options.enabled && is_main_process();
+  // Under a launcher a rank's stdout is a pseudo-terminal of mpirun's (Open MPI gives one) whether or
+  // not mpirun's own output is a terminal: \r redraws would end up in a log file. Plain lines there.
+  if (!options.terminal && env_->process().launcher != "none") options.terminal = false;
   return ProgressBar(total, std::move(options), start);
 }
 

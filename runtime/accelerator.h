@@ -262,7 +262,8 @@ class Accelerator {
   Tracker* get_tracker(const std::string& name) const { return trackers_->get(name); }
 
   // A progress bar over total steps (ProgressBarOptions: where and how often it prints) that prints
-  // on the main process only:
+  // on the main process only, as plain lines under a launcher (mpirun's ranks write to a
+  // pseudo-terminal whatever mpirun's own output is) unless options.terminal says otherwise:
   //   auto bar = accelerator.progress_bar(steps, {.description = "train"});
   //   ... bar.set("loss", loss.item()); bar.update();
   ProgressBar progress_bar(int64_t total, ProgressBarOptions options = {}, int64_t start = 0) const;

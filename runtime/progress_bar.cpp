@@ -115,7 +115,7 @@ void ProgressBar::print_line(bool final) {
     // Spaces over what a longer previous line left on the terminal.
     const size_t pad = last_width_ > text.size() ? last_width_ - text.size() : 0;
     *out_ << '\r' << text << std::string(pad, ' ') << (final ? "\n" : "") << std::flush;
-    last_width_ = text.size();
+    last_width_ = final ? 0 : text.size();  // after the newline the next line starts empty
   } else {
     *out_ << text << '\n' << std::flush;
   }
@@ -123,12 +123,26 @@ void ProgressBar::print_line(bool final) {
   last_print_count_ = count_;
 }
 
+void ProgressBar::write(const std::string& text) {
+  if (!options_.enabled) return;
+  if (!terminal_) {
+    *out_ << text << '\n' << std::flush;
+    return;
+  }
+  const bool drawn = last_width_ > 0 && !closed_;  // the bar is on the current line
+  const size_t pad = last_width_ > text.size() ? last_width_ - text.size() : 0;
+  *out_ << (drawn ? "\r" : "") << text << std::string(pad, ' ') << '\n';
+  last_width_ = 0;  // a fresh line below
+  if (drawn) print_line(false);
+  *out_ << std::flush;
+}
+
 void ProgressBar::close() {
   if (closed_) return;
   closed_ = true;
   if (!options_.enabled) return;
-  // A plain line is printed at the end unless the last one already says the same count.
-  if (terminal_ || last_print_count_ != count_ || count_ == start_count_) print_line(true);
+  // A line at the end unless the last one said the same count; a terminal's drawn line gets its newline.
+  if (last_print_count_ != count_ || (terminal_ && last_width_ > 0)) print_line(true);
 }
 
 }  // namespace accel

@@ -18,7 +18,7 @@ struct ProgressBarOptions {
   // Where it prints (null: std::cout), and whether that is a terminal (unset: isatty, for std::cout
   // and std::cerr; otherwise not a terminal).
   std::ostream* out = nullptr;
-  std::optional<bool> terminal;
+  std::optional<bool> terminal{};
   // Not a terminal: a line every print_every_steps steps (0: never by count) or when
   // print_every_seconds have passed since the last line (0: never by time), and one at the end.
   int64_t print_every_steps = 0;
@@ -27,7 +27,7 @@ struct ProgressBarOptions {
   double redraw_every_seconds = 0.1;
   bool enabled = true;  // false: prints nothing (Accelerator::progress_bar sets it off the main process)
   // Seconds from any fixed origin; unset: std::chrono::steady_clock. Tests pass a fake clock.
-  std::function<double()> clock;
+  std::function<double()> clock{};
 };
 
 class ProgressBar {
@@ -44,7 +44,11 @@ class ProgressBar {
   void set(const std::string& name, double value);
   // steps more are done; draws or prints a line when it is time.
   void update(int64_t steps = 1);
-  // The last line (and a newline on a terminal). The destructor calls it; later updates print nothing.
+  // Prints text as a line of its own above the bar (tqdm.write): on a terminal the bar's line is
+  // overwritten and drawn again below. Prints nothing where the bar prints nothing (disabled).
+  void write(const std::string& text);
+  // The last line (and a newline on a terminal), unless the bar took no step since its last line. The
+  // destructor calls it; later updates print nothing.
   void close();
 
   int64_t count() const { return count_; }

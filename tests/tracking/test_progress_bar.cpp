@@ -171,3 +171,39 @@ TEST_CASE("Accelerator::progress_bar prints on the main process (one process: th
   }
   CHECK(out.str() == "1/2  50% | 1.0 step/s | ETA 0:01\n");  // close adds no second line for the same count
 }
+
+TEST_CASE("write prints a line above the bar: on a terminal the bar moves below it") {
+  std::ostringstream out;
+  FakeClock clock;
+  ProgressBarOptions o = options_for(out, clock, true);
+  o.redraw_every_seconds = 0;
+  {
+    ProgressBar bar(10, o);
+    bar.write("before any step");  // nothing drawn yet: just the line
+    clock.seconds += 1;
+    bar.update();
+    bar.write("epoch 1");
+    bar.close();
+    bar.write("after");
+  }
+  const std::string drawn = " 1/10  10% | 1.0 step/s | ETA 0:09";
+  CHECK(out.str() == "before any step\n\r" + drawn + "\repoch 1" + std::string(drawn.size() - 7, ' ') + "\n\r" + drawn +
+                         "\r" + drawn + "\nafter\n");
+
+  std::ostringstream plain;
+  o = options_for(plain, clock, false);
+  {
+    ProgressBar bar(10, o);
+    bar.write("epoch 1");
+  }
+  CHECK(plain.str() == "epoch 1\n");  // a bar that took no step prints no end line
+
+  std::ostringstream silent;
+  o.out = &silent;
+  o.enabled = false;
+  {
+    ProgressBar bar(10, o);
+    bar.write("epoch 1");
+  }
+  CHECK(silent.str().empty());
+}
