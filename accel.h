@@ -1,6 +1,8 @@
 // The one header a user includes: tensors, autograd, nn, optim, data and the Accelerator.
 #pragma once
 
+#include <nlohmann/json.hpp>  // Accelerator::log and init_trackers take JSON values
+
 #include "accel_config.h"
 #include "tensor/creation.h"
 #include "tensor/generator.h"
@@ -50,7 +52,9 @@
 #include "runtime/precision/precision.h"
 #include "runtime/notebook_launcher.h"
 #include "runtime/process_state.h"
+#include "runtime/progress_bar.h"
 #include "runtime/safetensors.h"
+#include "runtime/tracking/tracker.h"
 #include "runtime/strategy/data_parallel.h"
 #include "runtime/strategy/single_device.h"
 #include "runtime/strategy/zero_auto_wrap.h"

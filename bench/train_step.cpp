@@ -101,6 +101,8 @@ int main(int argc, char** argv) {
     // The loop a user writes, with each phase timed.
     std::vector<double> step_s, forward_s, backward_s, update_s;
     double first_loss = 0, last_loss = 0;
+    // On stderr, so the table and JSON on stdout stay as they were; updated outside the timed phases.
+    ProgressBar bar(warmup + steps, {.description = "train_step", .out = &std::cerr});
     for (int i = 0; i < warmup + steps; ++i) {
       const auto t0 = Clock::now();
       optimizer.zero_grad();
@@ -112,6 +114,8 @@ int main(int argc, char** argv) {
       const auto t3 = Clock::now();
       if (i == 0) first_loss = loss.item();
       last_loss = loss.item();
+      bar.set("loss", last_loss);
+      bar.update();
       if (i < warmup) continue;
       auto d = [](auto a, auto b) { return std::chrono::duration<double>(b - a).count(); };
       forward_s.push_back(d(t0, t1));
@@ -119,6 +123,7 @@ int main(int argc, char** argv) {
       update_s.push_back(d(t2, t3));
       step_s.push_back(d(t0, t3));
     }
+    bar.close();
 
     // The same products as plain matmuls, in this process and with these threads.
     const std::vector<Gemm> gemms = step_gemms(batch, widths);

@@ -15,6 +15,7 @@
 #include <accel.h>
 
 #include "checkpoint_flags.h"
+#include "tracking_flags.h"
 
 using namespace accel;
 
@@ -136,11 +137,14 @@ int main(int argc, char** argv) {
   app.add_option("--sample-length", sample_length, "Characters to sample at the end")->capture_default_str();
   CheckpointFlags checkpoints;
   checkpoints.add_to(app);
+  TrackingFlags tracking;
+  tracking.add_to(app);
   CLI11_PARSE(app, argc, argv);
 
   try {
     AcceleratorOptions options;
     options.project_configuration = checkpoints.project();
+    tracking.apply(options);
     Accelerator accelerator(options);
     const std::string text = read_sources(data_dirs);
     std::vector<char> vocab(text.begin(), text.end());
@@ -150,6 +154,10 @@ int main(int argc, char** argv) {
     for (size_t i = 0; i < text.size(); ++i)
       ids[i] = std::lower_bound(vocab.begin(), vocab.end(), text[i]) - vocab.begin();
     config.vocab_size = static_cast<int64_t>(vocab.size());
+    accelerator.init_trackers("char_gpt", {{"steps", steps}, {"batch_size", batch_size}, {"lr", lr}, {"seed", seed},
+                                           {"block_size", config.block_size}, {"n_layer", config.n_layer},
+                                           {"n_head", config.n_head}, {"n_embd", config.n_embd},
+                                           {"vocab_size", config.vocab_size}});
 
     // The last tenth of the text is held out.
     const int64_t split = static_cast<int64_t>(ids.size()) * 9 / 10;
@@ -174,6 +182,7 @@ int main(int argc, char** argv) {
     // Wall time of the training steps alone (data loading included, evaluation and sampling not).
     const auto train_start = std::chrono::steady_clock::now();
     const int64_t first_step = step;
+    auto bar = accelerator.progress_bar(steps, {.description = "train"}, std::min(step, steps));
     while (step < steps) {
       data.set_epoch(epoch++);
       for (const Batch& batch : data) {
@@ -189,22 +198,29 @@ int main(int argc, char** argv) {
         schedule.step();
         recent = recent == 0 ? loss.item() : 0.9 * recent + 0.1 * loss.item();
         ++step;
+        accelerator.log({{"loss", loss.item()}, {"lr", opt->lr()}}, step);
+        bar.set("loss", recent);
+        bar.set("lr", opt->lr());
+        bar.update();
         if (accelerator.should_stop()) return kPreemptedExitStatus;  // a SIGTERM: saved, stop
         if (checkpoints.save_after_step(step)) accelerator.save_state();
         if ((step - 1) % 50 == 0 || step == steps) {
           const std::chrono::duration<double, std::milli> ms = std::chrono::steady_clock::now() - train_start;
-          accelerator.print(fmt::format("step {:4d}  loss {:.4f}  lr {:.2e}  {:.1f} ms/step", step - 1, recent,
-                                        opt->lr(), ms.count() / static_cast<double>(step - first_step)));
+          bar.write(fmt::format("step {:4d}  loss {:.4f}  lr {:.2e}  {:.1f} ms/step", step - 1, recent, opt->lr(),
+                                ms.count() / static_cast<double>(step - first_step)));
         }
       }
       if (checkpoints.save_after_epoch()) accelerator.save_state();
     }
+    bar.close();
     const double held_out_loss = mean_loss(*net, held_out, batch_size, accelerator);
     accelerator.print(fmt::format("sample:\n{}\n", sample(*net, vocab, sample_length, 0.8, gen, accelerator.device())));
     if (const LossScaler* scaler = accelerator.loss_scaler())
       accelerator.print(fmt::format("fp16: {}", scaler->describe()));
     accelerator.print(fmt::format("final: train_loss={:.4f} held_out_loss={:.4f} unigram_entropy={:.4f}", recent,
                                   held_out_loss, entropy));
+    accelerator.log({{"held_out_loss", held_out_loss}}, step);
+    accelerator.end_training();
   } catch (const Error& e) {
     std::cerr << e.what() << "\n";
     return 1;

@@ -23,7 +23,10 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
 
   try {
-    Accelerator accelerator;
+    AcceleratorOptions options;
+    options.project_configuration.logging_dir = "runs";  // where trackers write, if ACCEL_LOG_WITH asks for some
+    Accelerator accelerator(options);
+    accelerator.init_trackers("linear_regression", {{"epochs", epochs}, {"lr", lr}, {"samples", samples}});
 
     // Every rank draws the same data and initial weights from the same seed.
     Generator gen(seed);
@@ -46,11 +49,13 @@ int main(int argc, char** argv) {
         opt->step();
         epoch_loss = loss.item();
       }
+      accelerator.log({{"loss", epoch_loss}, {"lr", opt->lr()}}, epoch);
       if (epoch % 10 == 0 || epoch == epochs - 1)
         accelerator.print(fmt::format("epoch {:3d}  loss {:.6f}", epoch, epoch_loss));
     }
     const double w = net->weight().item(), b = net->bias().item();
     accelerator.print(fmt::format("final: weight={:.6f} bias={:.6f}", w, b));
+    accelerator.end_training();
     if (print_weights)
       std::cout << fmt::format("weights of rank {}: {:a} {:a} ({:.9g} {:.9g})\n", accelerator.process_index(),
                                static_cast<float>(w), static_cast<float>(b), w, b)

@@ -9,6 +9,7 @@
 #include <accel.h>
 
 #include "checkpoint_flags.h"
+#include "tracking_flags.h"
 
 using namespace accel;
 
@@ -61,12 +62,17 @@ int main(int argc, char** argv) {
   app.add_option("--save", save_dir, "Write the final weights to DIR/model.safetensors");
   CheckpointFlags checkpoints;
   checkpoints.add_to(app);
+  TrackingFlags tracking;
+  tracking.add_to(app);
   CLI11_PARSE(app, argc, argv);
 
   try {
     AcceleratorOptions options;
     options.project_configuration = checkpoints.project();
+    tracking.apply(options);
     Accelerator accelerator(options);
+    accelerator.init_trackers("mlp_classifier", {{"epochs", epochs}, {"batch_size", batch_size}, {"lr", lr},
+                                                 {"hidden", hidden}, {"seed", seed}});
     Generator gen(seed);
     auto [points, labels] = spirals(per_class, 0.15, gen);
     // A seeded 80/20 split: the same on every process.
@@ -85,6 +91,10 @@ int main(int argc, char** argv) {
     auto [net, opt, data] = accelerator.prepare(model, optimizer, loader);
     checkpoints.resume(accelerator);
 
+    // Counts batches; plain lines every 10 s when stdout is not a terminal, nothing off the main process.
+    const int64_t batches = data.size();
+    auto bar = accelerator.progress_bar(epochs * batches, {.description = "train"},
+                                        std::min<int64_t>(data.epoch(), epochs) * batches);
     for (int64_t epoch = data.epoch(); epoch < epochs; ++epoch) {
       data.set_epoch(epoch);
       double total = 0;
@@ -101,14 +111,18 @@ int main(int argc, char** argv) {
         opt->step();
         total += loss.item();
         ++steps;
+        bar.set("loss", loss.item());
+        bar.update();
         if (!accelerator.sync_gradients()) continue;  // mid-window: no checkpoint here
+        accelerator.log({{"loss", loss.item()}, {"lr", opt->lr()}});  // at completed_steps()
         if (accelerator.should_stop()) return kPreemptedExitStatus;  // a SIGTERM: saved, stop
         if (checkpoints.save_after_step(accelerator.completed_steps())) accelerator.save_state();
       }
       if (epoch % 10 == 0 || epoch == epochs - 1)
-        accelerator.print(fmt::format("epoch {:3d}  train loss {:.4f}", epoch, total / static_cast<double>(std::max<int64_t>(steps, 1))));
+        bar.write(fmt::format("epoch {:3d}  train loss {:.4f}", epoch, total / static_cast<double>(std::max<int64_t>(steps, 1))));
       if (checkpoints.save_after_epoch()) accelerator.save_state();
     }
+    bar.close();
 
     net->eval();
     NoGradGuard no_grad;
@@ -121,6 +135,8 @@ int main(int argc, char** argv) {
       accelerator.print(fmt::format("fp16: {}", scaler->describe()));
     accelerator.print(fmt::format("final: accuracy={:.4f} loss={:.4f} test_samples={}", accuracy, test_loss,
                                   test_x.size(0)));
+    accelerator.log({{"test_accuracy", accuracy}, {"test_loss", test_loss}});
+    accelerator.end_training();
     if (!save_dir.empty()) accelerator.save_model(*net, save_dir);
   } catch (const Error& e) {
     std::cerr << e.what() << "\n";

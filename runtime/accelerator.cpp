@@ -26,6 +26,15 @@
 
 namespace accel {
 
+namespace {
+std::vector<std::shared_ptr<Tracker>> user_trackers(const AcceleratorOptions& options) {
+  std::vector<std::shared_ptr<Tracker>> out;
+  for (const TrackerChoice& choice : options.log_with)
+    if (choice.tracker()) out.push_back(choice.tracker());
+  return out;
+}
+}  // namespace
+
 Accelerator::Accelerator(AcceleratorOptions options)
     : settings_(resolve_settings(options, environment_variables())),
       loss_scaler_options_(options.loss_scaler),
@@ -37,7 +46,8 @@ Accelerator::Accelerator(AcceleratorOptions options)
       even_batches_(options.even_batches),
       split_batches_(options.split_batches),
       print_on_every_machine_(options.print_on_every_machine),
-      project_(options.project_configuration) {
+      project_(options.project_configuration),
+      trackers_(std::make_unique<Trackers>(settings_.log_with.value, user_trackers(options), is_main_process())) {
   set_deterministic_mode(settings_.deterministic.value);
   build_training_parts();
   if (options.print_settings && is_main_process()) print_settings();
@@ -78,13 +88,41 @@ Accelerator::~Accelerator() {
     std::cerr << fmt::format("accel: rank {}: a background save_state failed: {}", process_index(), e.what())
               << std::endl;
   }
+  try {
+    end_training();
+  } catch (const std::exception& e) {
+    std::cerr << fmt::format("accel: rank {}: closing the trackers failed: {}", process_index(), e.what()) << std::endl;
+  }
 }
 
+// On stderr, so that a program's own output (its results, a progress bar) stays clean on stdout.
 void Accelerator::print_settings() const {
-  std::cout << fmt::format("accel: {} process(es), device {}, strategy {}, {}", num_processes(), device().str(),
+  std::cerr << fmt::format("accel: {} process(es), device {}, strategy {}, {}", num_processes(), device().str(),
                            strategy_->name(), settings_.describe())
             << std::endl;
-  std::cout << "accel: precision policy: " << precision_->describe() << std::endl;
+  std::cerr << "accel: precision policy: " << precision_->describe() << std::endl;
+}
+
+void Accelerator::init_trackers(const std::string& project_name) {
+  init_trackers(project_name, nlohmann::json::object());
+}
+
+void Accelerator::init_trackers(const std::string& project_name, const nlohmann::json& config) {
+  trackers_->init(project_name, config, project_.logging_dir.empty() ? project_.project_dir : project_.logging_dir);
+}
+
+void Accelerator::log(const nlohmann::json& values, std::optional<int64_t> step) {
+  trackers_->log(values, step.value_or(completed_steps()));
+}
+
+void Accelerator::end_training() { trackers_->finish(); }
+
+ProgressBar Accelerator::progress_bar(int64_t total, ProgressBarOptions options, int64_t start) const {
+  options.enabled = options.enabled && is_main_process();
+  // Under a launcher a rank's stdout is a pseudo-terminal of mpirun's (Open MPI gives one) whether or
+  // not mpirun's own output is a terminal: \r redraws would end up in a log file. Plain lines there.
+  if (!options.terminal && env_->process().launcher != "none") options.terminal = false;
+  return ProgressBar(total, std::move(options), start);
 }
 
 AutocastGuard Accelerator::autocast() const { return precision_->autocast(); }

@@ -34,12 +34,15 @@
 #include "runtime/precision/loss_scaler.h"
 #include "runtime/precision/precision.h"
 #include "runtime/process_state.h"
+#include "runtime/progress_bar.h"
 #include "runtime/scope.h"
 #include "runtime/settings.h"
 #include "runtime/strategy/reducer.h"
 #include "runtime/strategy/strategy.h"
 #include "runtime/tensor_tree.h"
 #include "optim/lr_schedule.h"
+#include "runtime/tracking/tracker.h"
+#include "runtime/tracking/trackers.h"
 #include "runtime/training_step.h"
 #include "tensor/tensor.h"
 
@@ -277,6 +280,30 @@ class Accelerator {
     std::cout << line.str() << std::endl;
   }
 
+  // Trackers (docs/tracking.md), as AcceleratorOptions::log_with chose them. Not collective.
+  // Starts the run: the built-in trackers write into logging_dir/project_name (ProjectConfiguration;
+  // logging_dir empty: project_dir, and an accel::Error if both are empty), on the main process only,
+  // and every tracker stores config, a JSON object of hyper-parameters. Nothing happens when log_with
+  // is empty.
+  void init_trackers(const std::string& project_name);
+  void init_trackers(const std::string& project_name, const nlohmann::json& config);
+  // Hands values, a JSON object of names to numbers such as {{"loss", 0.25}, {"lr", 1e-3}}, to the
+  // trackers, at step (default: completed_steps()). Every rank may call it: the built-in trackers
+  // write on the main process only.
+  void log(const nlohmann::json& values, std::optional<int64_t> step = std::nullopt);
+  // Flushes and closes the trackers (the destructor does it too); init_trackers may start a new run.
+  void end_training();
+  // The running tracker of that name ("jsonl", "csv", "tensorboard" or a user tracker's name) on this
+  // rank, or null (not asked for, not started, or not run on this rank).
+  Tracker* get_tracker(const std::string& name) const { return trackers_->get(name); }
+
+  // A progress bar over total steps (ProgressBarOptions: where and how often it prints) that prints
+  // on the main process only, as plain lines under a launcher (mpirun's ranks write to a
+  // pseudo-terminal whatever mpirun's own output is) unless options.terminal says otherwise:
+  //   auto bar = accelerator.progress_bar(steps, {.description = "train"});
+  //   ... bar.set("loss", loss.item()); bar.update();
+  ProgressBar progress_bar(int64_t total, ProgressBarOptions options = {}, int64_t start = 0) const;
+
   // Blocks until every process reaches it.
   void wait_for_everyone(CallSite site = {});
   // Between two trainings: lets go of everything the Accelerator keeps for what it prepared (the
@@ -410,6 +437,7 @@ class Accelerator {
   bool split_batches_ = false;
   bool print_on_every_machine_ = false;
   ProjectConfiguration project_;
+  std::unique_ptr<Trackers> trackers_;
   bool stopping_ = false;  // should_stop has said true (and saved)
   bool trigger_ = false;   // set_trigger, until check_trigger
   TrainingParts parts_;  // what checkpoints hold; the pointers are to the members above

@@ -17,6 +17,7 @@
 
 #include "kernels/error.h"
 #include "runtime/sharding_plugins.h"
+#include "runtime/tracking/tracker_registry.h"
 
 namespace accel {
 
@@ -67,6 +68,24 @@ bool as_bool(const std::string& source, const std::string& key, const YAML::Node
   return out;
 }
 
+// A list of tracker names: a YAML sequence, or one string of names separated by commas.
+std::vector<std::string> as_tracker_list(const std::string& source, const std::string& key, const YAML::Node& value) {
+  std::string text;
+  if (value.IsSequence()) {
+    for (const auto& item : value) {
+      if (!item.IsScalar()) fail(source, item, fmt::format("{} must list names, got a non-scalar", key));
+      text += (text.empty() ? "" : ",") + item.Scalar();
+    }
+  } else if (value.IsScalar()) {
+    text = value.Scalar();
+  } else if (!value.IsNull()) {
+    fail(source, value, fmt::format("{} must be a list of {}", key, tracker_choices()));
+  }
+  const std::optional<std::vector<std::string>> names = parse_tracker_list(text);
+  if (!names) fail(source, value, fmt::format("{} must be a list of {}, got '{}'", key, tracker_choices(), text));
+  return *names;
+}
+
 using Setter = std::function<void(ConfigFile&, const std::string&, const YAML::Node&)>;
 
 const std::map<std::string, Setter>& setters() {
@@ -91,6 +110,7 @@ const std::map<std::string, Setter>& setters() {
          if (!text.empty()) as_named(s, "fsdp_sharding_strategy", v, kShardingStrategyNames);
          c.fsdp_sharding_strategy = text;
        }},
+      {"log_with", [](ConfigFile& c, const std::string& s, const YAML::Node& v) { c.log_with = as_tracker_list(s, "log_with", v); }},
   };
   return table;
 }
@@ -205,10 +225,13 @@ std::string to_yaml(const ConfigFile& c) {
       "backend: {}\n"
       "# Sharded data parallelism, one of the two: ZeRO stage 1-3 (0: none), or FULL_SHARD, SHARD_GRAD_OP, NO_SHARD.\n"
       "zero_stage: {}\n"
-      "fsdp_sharding_strategy: {}\n",
+      "fsdp_sharding_strategy: {}\n"
+      "# Trackers of logged values (docs/tracking.md): jsonl, csv, tensorboard, all.\n"
+      "log_with: [{}]\n",
       c.environment, c.num_machines, c.num_processes, c.machine_rank, yaml_quoted(c.main_process_ip),
       c.main_process_port, yaml_quoted(c.hostfile), name_of(c.mixed_precision), c.gradient_accumulation_steps,
-      c.use_cpu ? "true" : "false", name_of(c.backend), c.zero_stage, yaml_quoted(c.fsdp_sharding_strategy));
+      c.use_cpu ? "true" : "false", name_of(c.backend), c.zero_stage, yaml_quoted(c.fsdp_sharding_strategy),
+      fmt::join(c.log_with, ", "));
 }
 
 void save_config(const ConfigFile& config, const std::string& path) {

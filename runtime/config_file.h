@@ -4,6 +4,7 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "autograd/mixed_precision.h"
 #include "runtime/backend.h"
@@ -31,6 +32,8 @@ struct ConfigFile {
   // an FSDP sharding strategy (FULL_SHARD, SHARD_GRAD_OP, NO_SHARD; "": none).
   int zero_stage = 0;
   std::string fsdp_sharding_strategy;
+  // Trackers (docs/tracking.md): jsonl, csv, tensorboard or all; empty: none.
+  std::vector<std::string> log_with;
 
   bool operator==(const ConfigFile&) const = default;
 };

@@ -3,6 +3,7 @@
 #include "runtime/settings.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <cmath>
 #include <filesystem>
@@ -10,6 +11,7 @@
 
 #include "runtime/config_file.h"
 #include "runtime/process_state.h"
+#include "runtime/tracking/tracker_registry.h"
 
 namespace accel {
 
@@ -177,12 +179,46 @@ std::optional<int> accumulation_in_code(const AcceleratorOptions& o) {
   return o.gradient_accumulation_steps ? o.gradient_accumulation_steps : plugin;
 }
 
+// The built-in tracker names in code, as one comma-separated text, or nullopt when code names none.
+std::optional<std::string> tracker_names_in_code(const AcceleratorOptions& o) {
+  std::vector<std::string> names;
+  for (const TrackerChoice& choice : o.log_with)
+    if (!choice.tracker()) names.push_back(choice.name());
+  if (names.empty()) return std::nullopt;
+  return fmt::format("{}", fmt::join(names, ","));
+}
+
+void resolve_trackers(const AcceleratorOptions& o, const Env& env, const std::optional<ConfigFile>& file,
+                      EffectiveSettings& s) {
+  std::optional<std::string> from_file;
+  if (file && !file->log_with.empty()) from_file = fmt::format("{}", fmt::join(file->log_with, ","));
+  s.log_with = resolve<std::vector<std::string>>(
+      {"log_with", "ACCEL_LOG_WITH", tracker_names_in_code(o), from_file, "",
+       [](const std::string& text) -> std::optional<std::vector<std::string>> {
+         const auto names = parse_tracker_list(text);
+         return names ? std::optional(expand_tracker_names(*names)) : std::nullopt;
+       },
+       fmt::format("a comma-separated list of {} (or Tracker objects in code)", tracker_choices())},
+      env);
+  for (const TrackerChoice& choice : o.log_with)
+    if (choice.tracker()) s.user_trackers.push_back(choice.tracker()->name());
+}
+
+// ", log_with=jsonl,mine (code)", or nothing when no tracker is asked for.
+std::string describe_trackers(const EffectiveSettings& s) {
+  std::vector<std::string> names = s.log_with.value;
+  names.insert(names.end(), s.user_trackers.begin(), s.user_trackers.end());
+  if (names.empty()) return "";
+  const std::string source = s.log_with.value.empty() ? "code" : s.log_with.source;
+  return fmt::format(", log_with={} ({})", fmt::join(names, ","), source);
+}
+
 }  // namespace
 
 std::string EffectiveSettings::describe() const {
   return fmt::format(
       "mixed_precision={} ({}), grad_comm_dtype={} ({}), cpu={} ({}), gradient_accumulation_steps={} ({}), "
-      "backend={} ({}), bucket_cap_mb={} ({}){}{}",
+      "backend={} ({}), bucket_cap_mb={} ({}){}{}{}",
       name_of(mixed_precision.value), mixed_precision.source, name_of(grad_comm_dtype.value), grad_comm_dtype.source,
       cpu.value, cpu.source, gradient_accumulation_steps.value, gradient_accumulation_steps.source,
       name_of(backend.value), backend.source, bucket_cap_mb.value, bucket_cap_mb.source,
@@ -191,6 +227,7 @@ std::string EffectiveSettings::describe() const {
           ? ""
           : fmt::format(", deterministic={} ({})", deterministic.value, deterministic.source),
       zero_stage.value == 0 ? "" : fmt::format(", zero_stage={} ({})", zero_stage.value, zero_stage.source),
+      describe_trackers(*this),
       config_path.empty() ? "" : fmt::format(", config file {}", config_path));
 }
 
@@ -241,6 +278,7 @@ EffectiveSettings resolve_settings(const AcceleratorOptions& o, const Env& env) 
        "false", parse_switch, "1, 0, true or false"},
       env);
   resolve_sharding(o, env, file, s);
+  resolve_trackers(o, env, file, s);
   return s;
 }
 

@@ -6,11 +6,13 @@
 #include <optional>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "autograd/mixed_precision.h"
 #include "runtime/backend.h"
 #include "runtime/precision/loss_scaler.h"
 #include "runtime/sharding_plugins.h"
+#include "runtime/tracking/tracker.h"
 
 namespace accel {
 
@@ -34,6 +36,8 @@ struct ProjectConfiguration {
   std::string project_dir;                   // automatic checkpoints: project_dir/checkpoints/checkpoint_<n>
   bool automatic_checkpoint_naming = false;  // save_state() and load_state() with no directory
   int total_limit = 0;                       // automatic checkpoints kept (the newest), 0: all
+  // Where the trackers write: logging_dir/<project_name>/ (init_trackers); empty: project_dir.
+  std::string logging_dir{};  // (an initializer, so that designated initializers may leave it out)
 };
 
 // Settings given in code. Each one left empty falls back to its ACCEL_* environment variable (set by
@@ -73,6 +77,11 @@ struct AcceleratorOptions {
   // schedule is written for one process's batches. false: every scheduler.step() counts once.
   bool step_scheduler_with_optimizer = true;
   ProjectConfiguration project_configuration;
+  // Trackers (docs/tracking.md): built-in names, "jsonl", "csv", "tensorboard" or "all", and the
+  // user's Tracker objects, such as {"jsonl", std::make_shared<MyTracker>()}. The names, when code gives
+  // any, stand for ACCEL_LOG_WITH (comma-separated) and the config file's log_with; Tracker objects
+  // are always used.
+  std::vector<TrackerChoice> log_with;
   // Print the effective settings once on the main process at start.
   bool print_settings = true;
   // Accelerator::print writes on the main process only (false), or once per machine, on each one's
@@ -101,6 +110,10 @@ struct EffectiveSettings {
   std::string sharding_via;  // "deepspeed", "fsdp", or "" with neither
   AutoWrapPolicy auto_wrap;  // FSDP's units (stage 3)
   bool reshard_after_forward = true;
+  // The built-in trackers, "all" expanded (code, ACCEL_LOG_WITH, config file, or none by default),
+  // and the names of the user's Tracker objects.
+  Setting<std::vector<std::string>> log_with;
+  std::vector<std::string> user_trackers;
   std::string config_path;  // empty when no config file was read
   std::string describe() const;  // one line for the start-up print
 };

@@ -2,6 +2,7 @@
 #include "runtime/cli/launch.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <unistd.h>
 
 #include <csignal>
@@ -29,6 +30,7 @@ std::vector<std::pair<std::string, std::string>> settings_environment(const Conf
   // Only when asked for, so a plain launch's line stays as it was.
   if (c.zero_stage != 0) out.emplace_back("ACCEL_ZERO_STAGE", std::to_string(c.zero_stage));
   if (!c.fsdp_sharding_strategy.empty()) out.emplace_back("ACCEL_FSDP_SHARDING_STRATEGY", c.fsdp_sharding_strategy);
+  if (!c.log_with.empty()) out.emplace_back("ACCEL_LOG_WITH", fmt::format("{}", fmt::join(c.log_with, ",")));
   return out;
 }
 

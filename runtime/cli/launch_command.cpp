@@ -8,6 +8,7 @@
 #include "kernels/error.h"
 #include "runtime/config_file.h"
 #include "runtime/sharding_plugins.h"
+#include "runtime/tracking/tracker_registry.h"
 
 namespace accel {
 
@@ -40,6 +41,7 @@ LaunchCommand::LaunchCommand(CLI::App& app) {
   launch_->add_option("--fsdp_sharding_strategy", fsdp_strategy_,
                       "With --use_fsdp: " + available_choices(kShardingStrategyNames) + " (default FULL_SHARD)")
       ->check(CLI::IsMember(available_names(kShardingStrategyNames)));
+  launch_->add_option("--log_with", log_with_, "Trackers, comma-separated: jsonl, csv, tensorboard, all (docs/tracking.md)");
   launch_->add_flag("--dry-run,--dry_run", dry_run_, "Print the mpirun command line instead of running it");
   // Everything from PROGRAM on belongs to the program, flags included.
   launch_->prefix_command();
@@ -79,6 +81,13 @@ LaunchRequest LaunchCommand::request(const std::vector<std::string>& after_separ
   if (cpu_) c.use_cpu = true;
   if (accumulation_) c.gradient_accumulation_steps = accumulation_;
   apply_sharding_flags(c);
+  if (!log_with_.empty()) {
+    const std::optional<std::vector<std::string>> trackers = parse_tracker_list(log_with_);
+    if (!trackers)
+      throw Error(fmt::format("accel launch: --log_with '{}' is not valid; expected a comma-separated list of {}",
+                              log_with_, tracker_choices()));
+    c.log_with = *trackers;
+  }
   if (c.num_machines > 1 && c.environment == "local") c.environment = "hosts";
   std::vector<std::string> command = launch_->remaining();
   command.insert(command.end(), after_separator.begin(), after_separator.end());

@@ -24,7 +24,7 @@ class LaunchCommand {
   // --use_deepspeed / --zero_stage and --use_fsdp / --fsdp_sharding_strategy, over the config file's.
   void apply_sharding_flags(ConfigFile& config) const;
   CLI::App* launch_ = nullptr;
-  std::string config_path_, hostfile_, main_ip_, precision_, mpirun_args_, fsdp_strategy_;
+  std::string config_path_, hostfile_, main_ip_, precision_, mpirun_args_, fsdp_strategy_, log_with_;
   int num_processes_ = 0, num_machines_ = 0, machine_rank_ = -1, port_ = 0, accumulation_ = 0;
   double rendezvous_timeout_ = 300;
   bool cpu_ = false, dry_run_ = false, use_deepspeed_ = false, use_fsdp_ = false;

@@ -29,7 +29,7 @@ loss32=$(final "$gpt32" held_out_loss)
 echo "f32: mlp_classifier accuracy $acc32, char_gpt held_out_loss $loss32 (train $(final "$gpt32" train_loss))"
 
 for mode in fp16 bf16; do
-  half=$(ACCEL_MIXED_PRECISION=$mode "$examples/mlp_classifier" $mlp_opts) || fail "mlp_classifier $mode: $half"
+  half=$(ACCEL_MIXED_PRECISION=$mode "$examples/mlp_classifier" $mlp_opts 2>&1) || fail "mlp_classifier $mode: $half"
   dtype=$( [ $mode = fp16 ] && echo f16 || echo bf16)
   [ "$(count "^accel: precision policy: param f32, compute $dtype, reduction f32, grad_comm f32" "$half")" = 1 ] ||
     fail "mlp_classifier $mode did not print its policy line once: $half"

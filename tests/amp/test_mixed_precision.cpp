@@ -262,14 +262,14 @@ TEST_CASE("bf16 has no loss scaler and trains like f32 up to rounding; gradients
 
 TEST_CASE("the effective policy is printed once, by the main process") {
   std::ostringstream captured;
-  std::streambuf* old = std::cout.rdbuf(captured.rdbuf());
+  std::streambuf* old = std::cerr.rdbuf(captured.rdbuf());
   {
     AcceleratorOptions o;
     o.mixed_precision = "fp16";
     o.backend = "auto";
     Accelerator accelerator(o);
   }
-  std::cout.rdbuf(old);
+  std::cerr.rdbuf(old);
   const std::string out = captured.str();
   const std::string line = "accel: precision policy: param f32, compute f16, reduction f32, grad_comm f32, dynamic "
                            "loss scale 65536 (x2 after 2000 clean steps, x0.5 on overflow)";

@@ -287,3 +287,22 @@ TEST_CASE("accel test under mpirun with 1 and 2 ranks: PASS, with one verdict li
 #else
 TEST_CASE("accel test under mpirun" * doctest::skip()) {}  // no mpirun was found: reported as skipped
 #endif
+
+TEST_CASE("accel launch --log_with passes ACCEL_LOG_WITH to the ranks; the config file's log_with too; bad names fail") {
+  Run r = run(fmt::format("{} launch --dry-run -n 1 --log_with jsonl,tensorboard prog", kAccel));
+  INFO(r.output);
+  REQUIRE(r.status == 0);
+  CHECK(r.output.find(" -x ACCEL_BACKEND=auto -x ACCEL_LOG_WITH=jsonl,tensorboard ") != std::string::npos);
+  r = run(fmt::format("{} launch --dry-run -n 1 prog", kAccel));
+  CHECK(r.output.find("ACCEL_LOG_WITH") == std::string::npos);  // not asked for: not set
+  const TempDir dir("log_with");
+  const std::string config = dir.write("c.yaml", "log_with: [csv]\n");
+  r = run(fmt::format("{} launch --config_file {} --dry-run -n 1 prog", kAccel, config));
+  CHECK(r.output.find(" -x ACCEL_LOG_WITH=csv ") != std::string::npos);
+  r = run(fmt::format("{} launch --config_file {} --log_with all --dry-run -n 1 prog", kAccel, config));
+  CHECK(r.output.find(" -x ACCEL_LOG_WITH=all ") != std::string::npos);  // the flag wins over the file
+  r = run(fmt::format("{} launch --dry-run -n 1 --log_with wandb prog", kAccel));
+  CHECK(r.status == 1);
+  CHECK(r.output == "accel launch: --log_with 'wandb' is not valid; expected a comma-separated list of jsonl, csv, "
+                    "tensorboard or all\n");
+}

@@ -11,7 +11,7 @@ example=$2
 single=$("$example" --print-weights)
 echo "\$ $accel launch --dry-run -n 4 $example --print-weights"
 "$accel" launch --dry-run -n 4 "$example" --print-weights
-multi=$("$accel" launch -n 4 "$example" --print-weights)
+multi=$("$accel" launch -n 4 "$example" --print-weights 2>&1)
 printf '%s\n--- 4 ranks ---\n%s\n' "$single" "$multi"
 
 fail() {

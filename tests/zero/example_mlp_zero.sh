@@ -13,7 +13,7 @@ fail() {
 }
 
 run() {  # FLAGS STRATEGY
-  out=$("$accel" launch -n 2 $1 "$example") || fail "accel launch -n 2 $1 exited with $?"
+  out=$("$accel" launch -n 2 $1 "$example" 2>&1) || fail "accel launch -n 2 $1 exited with $?"
   printf '$ accel launch -n 2 %s mlp_classifier\n%s\n' "$1" "$(printf '%s\n' "$out" | grep -E '^accel:|^final:')"
   printf '%s\n' "$out" | grep -q "^accel: 2 process(es), device [a-z0-9:]*, strategy $2," ||
     fail "$1: the settings line does not name strategy $2"
