@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <unordered_map>
 
@@ -45,6 +46,13 @@ Accelerator::Accelerator(AcceleratorOptions options)
   parts_.accumulation = &accumulation_;
   parts_.training_step = training_step_.get();
   if (options.print_settings && is_main_process()) print_settings();
+  // Once per process: a program may build several Accelerators (a test, a sweep).
+  static std::once_flag alias_notes_printed;
+  if (is_main_process() && !settings_.alias_notes.empty())
+    std::call_once(alias_notes_printed, [&] {
+      for (const std::string& note : settings_.alias_notes) std::cerr << note << "\n";
+      std::cerr << std::flush;
+    });
 }
 
 Accelerator::~Accelerator() {

@@ -4,6 +4,7 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "autograd/mixed_precision.h"
 #include "runtime/backend.h"
@@ -31,6 +32,15 @@ struct ConfigFile {
   // an FSDP sharding strategy (FULL_SHARD, SHARD_GRAD_OP, NO_SHARD; "": none).
   int zero_stage = 0;
   std::string fsdp_sharding_strategy;
+  // Debug mode: extra checks that cost time (the collectives' pre-checks); ACCEL_DEBUG for the ranks.
+  bool debug = false;
+
+  // How the file was written: "accel" (accel's own keys, all checked), or "accelerate" (a Hugging
+  // Face Accelerate config, recognised by its compute_environment or distributed_type key, read for
+  // the keys that mean something here). Not a key of the file.
+  std::string format = "accel";
+  // An Accelerate file's keys that mean nothing here, as "key" or "block.key", in file order.
+  std::vector<std::string> ignored_keys;
 
   bool operator==(const ConfigFile&) const = default;
 };
@@ -39,7 +49,9 @@ struct ConfigFile {
 std::string default_config_path();
 
 // Parses YAML text. An unknown key or a bad value throws accel::Error naming the source, the key,
-// the line and what was expected, e.g. "config.yaml:3: unknown key 'mixed_precison'".
+// the line and what was expected, e.g. "config.yaml:3: unknown key 'mixed_precison'". A file
+// `accelerate config` wrote (runtime/accelerate_config.h) is read for its keys with a meaning here,
+// its other keys kept in ignored_keys.
 ConfigFile parse_config(const std::string& yaml_text, const std::string& source_name);
 ConfigFile load_config(const std::string& path);
 // The YAML form, with one comment line per key saying what it means.
