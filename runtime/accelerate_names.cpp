@@ -73,8 +73,7 @@ std::optional<EnvironmentValue> setting_variable(const EnvironmentVariables& env
   if (const std::optional<std::string> own = value_of(env, accel_name)) return EnvironmentValue{*own, accel_name};
   const EnvironmentAlias* alias = alias_in_effect(env, accel_name);
   if (!alias) return std::nullopt;
-  return EnvironmentValue{spelled_for_accel(*alias, *value_of(env, alias->accelerate_name)),
-                          fmt::format("{} (Accelerate's name for {})", alias->accelerate_name, accel_name)};
+  return EnvironmentValue{spelled_for_accel(*alias, *value_of(env, alias->accelerate_name)), alias->accelerate_name};
 }
 
 std::vector<std::string> accelerate_alias_notes(const EnvironmentVariables& env) {

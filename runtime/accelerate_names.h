@@ -31,7 +31,7 @@ std::span<const EnvironmentAlias> accelerate_environment_aliases();
 // A setting's variable as read: the value, spelled as accel reads it, and the name it came from.
 struct EnvironmentValue {
   std::string value;
-  std::string name;  // "ACCEL_MIXED_PRECISION", or "ACCELERATE_MIXED_PRECISION (Accelerate's name for ACCEL_MIXED_PRECISION)"
+  std::string name;  // "ACCEL_MIXED_PRECISION", or the alias read: "ACCELERATE_MIXED_PRECISION"
 };
 
 // accel_name's value when set and non-empty (it wins), else its Accelerate alias's. A switch's

@@ -66,8 +66,9 @@ Accelerator::~Accelerator() {
 }
 
 void Accelerator::print_settings() const {
-  std::cout << fmt::format("accel: {} process(es), device {}, strategy {}, {}", num_processes(), device().str(),
-                           strategy_->name(), settings_.describe())
+  std::cout << fmt::format("accel: {} process(es), device {}, strategy {}, cpu_threads={} ({}), {}", num_processes(),
+                           device().str(), strategy_->name(), settings_.cpu_threads.value,
+                           settings_.cpu_threads.source, settings_.describe())
             << std::endl;
   std::cout << "accel: precision policy: " << precision_->describe() << std::endl;
 }

@@ -188,11 +188,10 @@ std::optional<int> accumulation_in_code(const AcceleratorOptions& o) {
 std::string EffectiveSettings::describe() const {
   return fmt::format(
       "mixed_precision={} ({}), grad_comm_dtype={} ({}), cpu={} ({}), gradient_accumulation_steps={} ({}), "
-      "backend={} ({}), bucket_cap_mb={} ({}), cpu_threads={} ({}){}{}{}",
+      "backend={} ({}), bucket_cap_mb={} ({}){}{}{}",
       name_of(mixed_precision.value), mixed_precision.source, name_of(grad_comm_dtype.value), grad_comm_dtype.source,
       cpu.value, cpu.source, gradient_accumulation_steps.value, gradient_accumulation_steps.source,
-      name_of(backend.value), backend.source, bucket_cap_mb.value, bucket_cap_mb.source, cpu_threads.value,
-      cpu_threads.source,
+      name_of(backend.value), backend.source, bucket_cap_mb.value, bucket_cap_mb.source,
       // Named once chosen: a start-up line without it means the default, off.
       deterministic.source == "default"
           ? ""

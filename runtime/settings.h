@@ -101,7 +101,8 @@ struct EffectiveSettings {
   Setting<bool> debug;
   // OpenMP threads each op may use here (omp_get_max_threads when the settings were resolved), and
   // where the count came from ("environment OMP_NUM_THREADS" or "OpenMP default"). Not a setting
-  // accel resolves: `accel launch` sets OMP_NUM_THREADS, the OpenMP runtime reads it.
+  // accel resolves: `accel launch` sets OMP_NUM_THREADS, the OpenMP runtime reads it. The start-up
+  // line shows it after the strategy (describe() lists the resolved settings only).
   Setting<int> cpu_threads;
   // One line per ACCELERATE_* variable read in place of its ACCEL_* name; the Accelerator prints
   // them once per process on the main process.
