@@ -48,6 +48,7 @@
 #include "runtime/precision/half_precision.h"
 #include "runtime/precision/loss_scaler.h"
 #include "runtime/precision/precision.h"
+#include "runtime/notebook_launcher.h"
 #include "runtime/process_state.h"
 #include "runtime/safetensors.h"
 #include "runtime/strategy/data_parallel.h"

@@ -56,6 +56,13 @@ void MpiEnvironment::init(int* argc, char*** argv) {
   initialised_here_ = true;
 }
 
+bool mpi_running() {
+  int initialized = 0, finalized = 0;
+  MPI_Initialized(&initialized);
+  MPI_Finalized(&finalized);
+  return initialized && !finalized;
+}
+
 MpiEnvironment::~MpiEnvironment() {
   if (!initialised_here_) return;
   int finalized = 0;

@@ -28,6 +28,8 @@ class MpiEnvironment {
   int thread_level_ = 0;
 };
 
+// Whether MPI_Init has run in this process (and MPI_Finalize not yet).
+bool mpi_running();
 // "MPI_THREAD_MULTIPLE" etc., for messages.
 const char* mpi_thread_level_name(int level);
 // "<call> failed: <MPI_Error_string of code>", the text every accel MPI error ends with.

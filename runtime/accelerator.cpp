@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <mutex>
@@ -28,23 +29,18 @@ namespace accel {
 
 Accelerator::Accelerator(AcceleratorOptions options)
     : settings_(resolve_settings(options, environment_variables())),
+      loss_scaler_options_(options.loss_scaler),
+      scheduler_stepping_{options.step_scheduler_with_optimizer,
+                          options.split_batches ? 1 : ProcessState::from_environment().world_size},
       env_(std::make_unique<Environment>(ProcessState::from_environment(), settings_)),
-      precision_(make_precision(settings_, options.loss_scaler, env_->comm())),
-      strategy_(make_strategy(*env_, settings_, precision_->policy())),
       accumulation_(settings_.gradient_accumulation_steps.value, gradient_state_),
-      training_step_(std::make_shared<TrainingStep>(
-          accumulation_, *precision_, *strategy_,
-          SchedulerStepping{options.step_scheduler_with_optimizer, options.split_batches ? 1 : env_->world_size()})),
       collectives_(*env_, gradient_state_),
       even_batches_(options.even_batches),
       split_batches_(options.split_batches),
+      print_on_every_machine_(options.print_on_every_machine),
       project_(options.project_configuration) {
   set_deterministic_mode(settings_.deterministic.value);
-  parts_.env = env_.get();
-  parts_.strategy = strategy_.get();
-  parts_.precision = precision_.get();
-  parts_.accumulation = &accumulation_;
-  parts_.training_step = training_step_.get();
+  build_training_parts();
   if (options.print_settings && is_main_process()) print_settings();
   // Once per process: a program may build several Accelerators (a test, a sweep).
   static std::once_flag alias_notes_printed;
@@ -53,6 +49,33 @@ Accelerator::Accelerator(AcceleratorOptions options)
       for (const std::string& note : settings_.alias_notes) std::cerr << note << "\n";
       std::cerr << std::flush;
     });
+}
+
+void Accelerator::build_training_parts() {
+  precision_ = make_precision(settings_, loss_scaler_options_, env_->comm());
+  strategy_ = make_strategy(*env_, settings_, precision_->policy());
+  training_step_ = std::make_shared<TrainingStep>(accumulation_, *precision_, *strategy_, scheduler_stepping_);
+  parts_ = TrainingParts{};
+  parts_.env = env_.get();
+  parts_.strategy = strategy_.get();
+  parts_.precision = precision_.get();
+  parts_.accumulation = &accumulation_;
+  parts_.training_step = training_step_.get();
+}
+
+void Accelerator::free_memory() {
+  wait_for_save();
+  async_snapshot_.reset();
+  // In the reverse of their building: each part uses the ones built before it.
+  training_step_.reset();
+  strategy_.reset();
+  precision_.reset();
+  *gradient_state_ = GradientState{};
+  accumulation_ = GradientAccumulation(settings_.gradient_accumulation_steps.value, gradient_state_);
+  stopping_ = trigger_ = false;
+  build_training_parts();
+  empty_cache_of(Device::cpu());
+  if (device().is_cuda()) empty_cache_of(device());
 }
 
 Accelerator::~Accelerator() {
@@ -208,6 +231,17 @@ std::vector<nlohmann::json> Accelerator::gather_object(const nlohmann::json& obj
 
 std::vector<nlohmann::json> Accelerator::broadcast_object_list(const std::vector<nlohmann::json>& objects, int from) {
   return accel::broadcast_object_list(env_->comm(), objects, from);
+}
+
+void Accelerator::check_same_structure(const char* op, const std::string& structure) {
+  if (env_->comm() == nullptr) return;
+  const std::vector<nlohmann::json> all = gather_object(structure);
+  if (std::all_of(all.begin(), all.end(), [&](const nlohmann::json& s) { return s == all[0]; })) return;
+  std::string each;
+  for (size_t r = 0; r < all.size(); ++r) each += fmt::format("{}rank {} {}", r ? ", " : "", r, all[r].get<std::string>());
+  throw Error(fmt::format("Accelerator::{}: the ranks passed structures of tensors that differ ({}); every rank must "
+                          "pass the same keys and lengths",
+                          op, each));
 }
 
 double Accelerator::max_over_ranks(double value) const {

@@ -38,6 +38,7 @@
 #include "runtime/settings.h"
 #include "runtime/strategy/reducer.h"
 #include "runtime/strategy/strategy.h"
+#include "runtime/tensor_tree.h"
 #include "optim/lr_schedule.h"
 #include "runtime/training_step.h"
 #include "tensor/tensor.h"
@@ -195,6 +196,30 @@ class Accelerator {
     return collectives_.pad_across_processes(tensor, dim, pad_index, pad_first);
   }
 
+  // The same four on a nested structure of tensors (vectors and string maps of tensors, to any
+  // depth), leaf by leaf; the result has the input's structure. The ranks first compare their
+  // structures, so different keys or lengths throw one message instead of hanging.
+  template <NestedTensors Tree>
+  Tree gather(const Tree& tree) {
+    return each_leaf("gather", tree, [this](const Tensor& t) { return gather(t); });
+  }
+  template <NestedTensors Tree>
+  Tree gather_for_metrics(const Tree& tree) {
+    return each_leaf("gather_for_metrics", tree, [this](const Tensor& t) { return gather_for_metrics(t); });
+  }
+  template <NestedTensors Tree>
+  Tree reduce(const Tree& tree, ReduceOp op = ReduceOp::sum) {
+    return each_leaf("reduce", tree, [this, op](const Tensor& t) { return reduce(t, op); });
+  }
+  template <NestedTensors Tree>
+  Tree reduce(const Tree& tree, const std::string& reduction) {
+    return each_leaf("reduce", tree, [this, &reduction](const Tensor& t) { return reduce(t, reduction); });
+  }
+  template <NestedTensors Tree>
+  Tree broadcast(const Tree& tree, int from = 0) {
+    return each_leaf("broadcast", tree, [this, from](const Tensor& t) { return broadcast(t, from); });
+  }
+
   // JSON values (strings, numbers, lists, maps) between the ranks. Collective.
   // Every rank's object, in rank order.
   std::vector<nlohmann::json> gather_object(const nlohmann::json& object);
@@ -231,10 +256,11 @@ class Accelerator {
   template <class F>
   void on_process(int index, F&& f) const { if (process_index() == index) f(); }
 
-  // Prints its arguments separated by spaces, on the main process only.
+  // Prints its arguments separated by spaces, on the main process only (or on each machine's local
+  // main process with AcceleratorOptions::print_on_every_machine).
   template <class... Args>
   void print(const Args&... args) const {
-    if (!is_main_process()) return;
+    if (!(print_on_every_machine_ ? is_local_main_process() : is_main_process())) return;
     std::ostringstream line;
     bool first = true;
     ((line << (first ? "" : " ") << args, first = false), ...);
@@ -243,6 +269,12 @@ class Accelerator {
 
   // Blocks until every process reaches it.
   void wait_for_everyone();
+  // Between two trainings: lets go of everything the Accelerator keeps for what it prepared (the
+  // strategy's buckets and shards, the precision's low-precision copies and loss scale, the
+  // accumulation count, an async save's host buffers) and returns cached allocator memory. Objects
+  // prepared before are left unprepared: their hooks are removed, so they train plainly. Waits for
+  // a pending save. Collective with several processes (the new strategy may build communicators).
+  void free_memory();
   // The main process runs the scope first; the others enter theirs once it has left its own (for
   // work such as downloading or preprocessing a data set once).
   Scope main_process_first();
@@ -339,12 +371,23 @@ class Accelerator {
   std::vector<std::string> parameter_names(const optim::Optimizer& optimizer) const;
   DataLoader prepare_data_loader(const DataLoader& loader);
   void print_settings() const;
+  template <class Tree, class F>
+  Tree each_leaf(const char* op, const Tree& tree, F f) {
+    check_same_structure(op, structure_of(tree));
+    return map_leaves(tree, f);
+  }
+  // Throws on every rank when the ranks' structures differ (one gather of the structures' text).
+  void check_same_structure(const char* op, const std::string& structure);
+  // The strategy, the precision and the training step, built from the settings (again in free_memory).
+  void build_training_parts();
   // The largest of every rank's value: one all-reduce of one number (a flag the ranks agree on).
   double max_over_ranks(double value) const;
 
   // Declared in the order they are built; destroyed in reverse, so the strategy and the precision go
   // before the environment whose communicators they use.
   EffectiveSettings settings_;
+  std::optional<LossScalerOptions> loss_scaler_options_;
+  SchedulerStepping scheduler_stepping_;
   std::unique_ptr<Environment> env_;
   std::unique_ptr<Precision> precision_;
   std::unique_ptr<Strategy> strategy_;
@@ -355,6 +398,7 @@ class Accelerator {
   std::unique_ptr<CheckpointIO> checkpoint_io_ = std::make_unique<SafetensorsCheckpointIO>();
   bool even_batches_ = true;
   bool split_batches_ = false;
+  bool print_on_every_machine_ = false;
   ProjectConfiguration project_;
   bool stopping_ = false;  // should_stop has said true (and saved)
   bool trigger_ = false;   // set_trigger, until check_trigger

@@ -80,6 +80,9 @@ struct AcceleratorOptions {
   ProjectConfiguration project_configuration;
   // Print the effective settings once on the main process at start.
   bool print_settings = true;
+  // Accelerator::print writes on the main process only (false), or once per machine, on each one's
+  // local main process (true: what each machine's own log then shows).
+  bool print_on_every_machine = false;
 };
 
 // One resolved setting and where it came from ("code", "environment ACCEL_...", "config file",

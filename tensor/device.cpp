@@ -7,7 +7,11 @@
 #include "tensor/dispatch.h"
 
 #if ACCEL_WITH_CUDA
+#include "tensor/cpu/host_allocator.h"
 #include "tensor/cuda/device.h"
+#if ACCEL_WITH_CUDA
+#include "tensor/cuda/allocator.h"
+#endif
 #endif
 
 namespace accel {
@@ -40,6 +44,15 @@ int cuda_device_count() {
   return cuda::device_count();
 #else
   return 0;
+#endif
+}
+
+void empty_cache_of(Device device) {
+  if (device.is_cpu()) return cpu::host_empty_cache();
+#if ACCEL_WITH_CUDA
+  cuda::empty_cache(device);
+#else
+  throw_no_cuda("empty_cache_of", device);
 #endif
 }
 

@@ -25,5 +25,8 @@ struct Device {
 
 // GPUs this process can use: 0 without a driver or GPU, and in builds without CUDA.
 int cuda_device_count();
+// Frees the blocks an allocator caches for reuse on device (the pinned host blocks for a CPU one);
+// storages in use are untouched.
+void empty_cache_of(Device device);
 
 }  // namespace accel

@@ -14,7 +14,7 @@
 #include <iostream>
 
 #include "kernels/error.h"
-#include "runtime/cli/child_process.h"
+#include "runtime/child_process.h"
 #include "runtime/cli/rendezvous.h"
 #include "runtime/checkpoint/preemption.h"
 #include "runtime/process_state.h"

@@ -1,8 +1,13 @@
 // Accelerate's process helpers on every rank count the suite runs: which rank is which, running code
 // on some ranks only, splitting a list between the ranks, an early-stop trigger any rank can set,
-// JSON objects gathered and broadcast, and the local main process going first.
+// JSON objects gathered and broadcast, the local main process going first, nested structures of
+// tensors through the collectives, print on each machine, and free_memory between two trainings.
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
+#include <map>
+#include <sstream>
 #include <nlohmann/json.hpp>
 
 #include "support.h"
@@ -92,6 +97,111 @@ TEST_CASE("local_main_process_first: the local main process leaves its scope bef
   }
   accelerator.wait_for_everyone();
   if (rank == 0) std::filesystem::remove_all(std::filesystem::path(marker).parent_path());
+}
+
+TEST_CASE("gather, reduce and broadcast take vectors and string maps of tensors, to any depth") {
+  Accelerator accelerator(options());
+  const int n = accelerator.num_processes(), rank = accelerator.process_index();
+  const double r = rank, sum = n * (n - 1) / 2.0;
+  const std::map<std::string, std::vector<Tensor>> tree{
+      {"loss", {full({1}, r)}}, {"parts", {full({2}, r + 1), full({1, 3}, 2 * r)}}};
+
+  const auto reduced = accelerator.reduce(tree);
+  CHECK(reduced.at("loss")[0].to_vector<float>() == std::vector<float>{float(sum)});
+  CHECK(reduced.at("parts")[0].to_vector<float>() == std::vector<float>(2, float(sum + n)));
+  CHECK(reduced.at("parts")[1].shape() == Shape{1, 3});
+  CHECK(reduced.at("parts")[1].to_vector<float>() == std::vector<float>(3, float(2 * sum)));
+  CHECK(accelerator.reduce(tree, ReduceOp::max).at("loss")[0].item() == n - 1);
+  CHECK(accelerator.reduce(tree, "mean").at("loss")[0].item() == doctest::Approx(sum / n));
+
+  const auto gathered = accelerator.gather(tree);
+  REQUIRE(gathered.at("parts")[1].shape() == Shape{n, 3});
+  const std::vector<float> rows = gathered.at("parts")[1].to_vector<float>();
+  for (int i = 0; i < n; ++i) CHECK(rows[static_cast<size_t>(3 * i)] == 2.0f * i);  // rank order
+
+  const std::vector<std::vector<Tensor>> nested{{full({2}, r)}, {}};
+  const auto received = accelerator.broadcast(nested, n - 1);
+  REQUIRE(received.size() == 2);
+  CHECK(received[0][0].to_vector<float>() == std::vector<float>(2, float(n - 1)));
+  CHECK(received[1].empty());
+}
+
+TEST_CASE("ranks that pass different structures of tensors all throw one message naming them") {
+  Accelerator accelerator(options());
+  const int n = accelerator.num_processes(), rank = accelerator.process_index();
+  if (n == 1) return;  // one process has nobody to disagree with
+  std::map<std::string, Tensor> tree{{"a", full({1}, 1.0)}};
+  if (rank == 0) tree.emplace("b", full({1}, 1.0));
+  std::string expected = "Accelerator::reduce: the ranks passed structures of tensors that differ (rank 0 {a: T, b: T}";
+  for (int r = 1; r < n; ++r) expected += fmt::format(", rank {} {{a: T}}", r);
+  CHECK(error_of([&] { accelerator.reduce(tree); }) ==
+        expected + "); every rank must pass the same keys and lengths");
+}
+
+// What print writes on this rank.
+std::string printed_by(const Accelerator& accelerator) {
+  std::ostringstream captured;
+  std::streambuf* old = std::cout.rdbuf(captured.rdbuf());
+  accelerator.print("step", 3, "loss", 0.5);
+  std::cout.rdbuf(old);
+  return captured.str();
+}
+
+TEST_CASE("print writes on the main process, or with print_on_every_machine on each machine's local main") {
+  {
+    Accelerator accelerator(options());
+    CHECK(printed_by(accelerator) == (accelerator.is_main_process() ? "step 3 loss 0.5\n" : ""));
+  }
+  // Each rank as if alone on its machine: the launcher's local rank and local size say so.
+  const char* local_rank = std::getenv("OMPI_COMM_WORLD_LOCAL_RANK");
+  const char* local_size = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+  const std::string saved_rank = local_rank ? local_rank : "", saved_size = local_size ? local_size : "";
+  if (local_rank != nullptr) {
+    setenv("OMPI_COMM_WORLD_LOCAL_RANK", "0", 1);
+    setenv("OMPI_COMM_WORLD_LOCAL_SIZE", "1", 1);
+  }
+  AcceleratorOptions every_machine = options();
+  every_machine.print_on_every_machine = true;
+  {
+    Accelerator accelerator(every_machine);
+    CHECK(accelerator.is_local_main_process());
+    CHECK(printed_by(accelerator) == "step 3 loss 0.5\n");
+  }
+  if (local_rank != nullptr) {
+    setenv("OMPI_COMM_WORLD_LOCAL_RANK", saved_rank.c_str(), 1);
+    setenv("OMPI_COMM_WORLD_LOCAL_SIZE", saved_size.c_str(), 1);
+  }
+}
+
+// Each rank's gradient of a Linear's weight for an input that differs by rank, gathered.
+std::vector<double> weight_grads_of_every_rank(Accelerator& accelerator, nn::Linear& layer) {
+  const Tensor input = full({1, 3}, accelerator.process_index() + 1.0);
+  accelerator.backward(sum(layer.forward(input)));
+  std::vector<double> all;
+  for (const nlohmann::json& part : accelerator.gather_object(layer.weight().grad().to_vector<float>()))
+    for (double v : part.get<std::vector<double>>()) all.push_back(v);
+  return all;
+}
+
+TEST_CASE("free_memory leaves earlier models unprepared, and a model prepared after it trains as usual") {
+  Accelerator accelerator(options());
+  const int n = accelerator.num_processes();
+  Generator generator(7);
+  auto first = std::make_shared<nn::Linear>(3, 2, true, generator);
+  accelerator.prepare(first);
+  if (n > 1) CHECK(accelerator.reducer(*first) != nullptr);
+  accelerator.free_memory();
+  CHECK(accelerator.reducer(*first) == nullptr);
+  // Its gradients are no longer averaged: each rank keeps its own.
+  const std::vector<double> local = weight_grads_of_every_rank(accelerator, *first);
+  for (int r = 0; r < n; ++r) CHECK(local[static_cast<size_t>(r) * local.size() / static_cast<size_t>(n)] == r + 1.0);
+
+  auto second = std::make_shared<nn::Linear>(3, 2, true, generator);
+  accelerator.prepare(second);
+  const std::vector<double> averaged = weight_grads_of_every_rank(accelerator, *second);
+  const size_t per_rank = averaged.size() / static_cast<size_t>(n);
+  for (size_t i = 0; i < averaged.size(); ++i) CHECK(averaged[i] == averaged[i % per_rank]);
+  CHECK(averaged[0] == doctest::Approx((n + 1) / 2.0));  // the mean over ranks of input (rank + 1)
 }
 
 }  // namespace test

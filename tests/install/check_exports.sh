@@ -20,7 +20,7 @@ status=0
 
 # 1. By name: the namespaces, types and functions of the tools. A function's name may carry an ABI tag
 # before its arguments (accel::env_report[abi:cxx11]()).
-functions='launch|mpirun_command|settings_environment|shell_join|split_arguments|run_command|exec_rank|machine_source'
+functions='launch|mpirun_command|settings_environment|shell_join|split_arguments|exec_rank|machine_source'
 functions+='|rendezvous_join|hostfile_text'                # rendezvous
 functions+='|default_answers|ask_config'                   # config wizard
 functions+='|env_report'                                   # env report

@@ -1,6 +1,6 @@
 // run_command: fork, exec, wait, with signals forwarded to the child (signals blocked around the fork,
 // so that none arrives before the handler knows whom to send it to).
-#include "runtime/cli/child_process.h"
+#include "runtime/child_process.h"
 
 #include <fmt/format.h>
 #include <sys/wait.h>
