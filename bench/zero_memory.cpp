@@ -77,7 +77,7 @@ Row run_stage(int stage, int layers, int64_t width) {
   r.stage = stage;
   r.ranks = accelerator.num_processes();
   r.main = accelerator.is_main_process();
-  // ZeRO's formulas for f32 AdamW (runtime/strategy/memory_estimate.h), as `accel estimate-memory` prints them.
+  // ZeRO's formulas for f32 AdamW (runtime/strategy/memory_estimate.h), which `accel estimate-memory` prints too.
   const MemoryEstimate formula =
       estimate_memory(static_cast<int64_t>(psi), stage, accelerator.num_processes(), MixedPrecision::no, 8);
   r.formula_params = static_cast<double>(formula.parameters);

@@ -224,6 +224,10 @@ std::string to_yaml(const ConfigFile& c) {
       c.debug ? "true" : "false");
 }
 
+std::string ignored_keys_text(const ConfigFile& config) {
+  return config.ignored_keys.empty() ? "none" : fmt::format("{}", fmt::join(config.ignored_keys, ", "));
+}
+
 void save_config(const ConfigFile& config, const std::string& path) {
   const std::filesystem::path p(path);
   if (p.has_parent_path()) std::filesystem::create_directories(p.parent_path());

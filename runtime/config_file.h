@@ -56,6 +56,8 @@ ConfigFile parse_config(const std::string& yaml_text, const std::string& source_
 ConfigFile load_config(const std::string& path);
 // The YAML form, with one comment line per key saying what it means.
 std::string to_yaml(const ConfigFile& config);
+// An Accelerate file's ignored keys for a message: "a, b.c" in file order, or "none".
+std::string ignored_keys_text(const ConfigFile& config);
 // Writes to path, creating its directory.
 void save_config(const ConfigFile& config, const std::string& path);
 // Throws accel::Error when values contradict each other (machine_rank >= num_machines, ...).

@@ -253,7 +253,8 @@ EffectiveSettings resolve_settings(const AcceleratorOptions& o, const Env& env) 
        "1, 0, true or false"},
       env);
   resolve_sharding(o, env, file, s);
-  s.cpu_threads = {omp_get_max_threads(), lookup(env, "OMP_NUM_THREADS") ? "environment OMP_NUM_THREADS" : "OpenMP default"};
+  s.cpu_threads = {omp_get_max_threads(),
+                   lookup(env, "OMP_NUM_THREADS") ? "environment OMP_NUM_THREADS" : "OpenMP default"};
   s.alias_notes = accelerate_alias_notes(env);
   return s;
 }

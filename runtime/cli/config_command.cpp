@@ -77,14 +77,15 @@ std::string update_config_file(const std::string& path) {
   if (config.format == "accelerate")
     throw Error(fmt::format("accel config update: {} is an Accelerate config file; accel reads it as it is (its "
                             "ignored keys: {}) and updates only its own format",
-                            path, config.ignored_keys.empty() ? "none" : fmt::format("{}", fmt::join(config.ignored_keys, ", "))));
+                            path, ignored_keys_text(config)));
   const std::vector<std::string> had = keys_of(text);
   const std::set<std::string> present(had.begin(), had.end());
   std::vector<std::string> added;
   for (const std::string& key : keys_of(to_yaml(ConfigFile{})))
     if (!present.count(key)) added.push_back(key);
   save_config(config, path);
-  if (added.empty()) return fmt::format("accel config: updated {} (no key missing; values kept, comments rewritten)", path);
+  if (added.empty())
+    return fmt::format("accel config: updated {} (no key missing; values kept, comments rewritten)", path);
   return fmt::format("accel config: updated {} (added with defaults: {}; the other values kept)", path,
                      fmt::join(added, ", "));
 }

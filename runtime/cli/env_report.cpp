@@ -3,7 +3,6 @@
 
 #include <Eigen/Core>
 #include <fmt/format.h>
-#include <fmt/ranges.h>
 #include <omp.h>
 
 #include <unistd.h>
@@ -131,8 +130,7 @@ std::string config_status(const std::string& path) {
   try {
     const ConfigFile config = load_config(path);
     if (config.format == "accelerate")
-      return fmt::format("  (valid: an Accelerate config; ignored: {})\n",
-                         config.ignored_keys.empty() ? "none" : fmt::format("{}", fmt::join(config.ignored_keys, ", ")));
+      return fmt::format("  (valid: an Accelerate config; ignored: {})\n", ignored_keys_text(config));
     return "  (valid)\n";
   } catch (const std::exception& e) {
     return fmt::format("  (invalid: {})\n", e.what());

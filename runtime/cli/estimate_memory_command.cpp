@@ -100,8 +100,8 @@ ModelSize model_size(const std::string& model) {
 }
 
 EstimateMemoryCommand::EstimateMemoryCommand(CLI::App& app) {
-  command_ = app.add_subcommand("estimate-memory",
-                                "Bytes per rank of parameters, gradients and optimizer state, by strategy and precision");
+  command_ = app.add_subcommand(
+      "estimate-memory", "Bytes per rank of parameters, gradients and optimizer state, by strategy and precision");
   command_->add_option("--model", model_, "gpt2-124M, gpt2-355M, gpt2-774M, gpt2-1558M, or a .safetensors file")
       ->required();
   command_->add_option("--strategy", strategies_, "ddp, zero1, zero2, zero3 (or FULL_SHARD, SHARD_GRAD_OP, NO_SHARD)")
@@ -119,8 +119,9 @@ EstimateMemoryCommand::EstimateMemoryCommand(CLI::App& app) {
 int EstimateMemoryCommand::run(std::ostream& out) const {
   const ModelSize model = model_size(model_);
   const int state_bytes = optimizer_bytes(optimizer_);
-  out << fmt::format("accel estimate-memory: {}: {} parameters, {}; optimizer {} ({} bytes of f32 state per parameter)\n",
-                     model_, grouped(model.parameters), model.description, optimizer_, state_bytes);
+  out << fmt::format(
+      "accel estimate-memory: {}: {} parameters, {}; optimizer {} ({} bytes of f32 state per parameter)\n", model_,
+      grouped(model.parameters), model.description, optimizer_, state_bytes);
   for (const std::string& precision_name : precisions_) {
     const MixedPrecision precision = precision_of(precision_name);
     out << fmt::format("\nmixed_precision {} (per rank)\n{:<14} {:>9} {:>16} {:>16} {:>16} {:>16} {:>16}\n",
@@ -130,16 +131,18 @@ int EstimateMemoryCommand::run(std::ostream& out) const {
       for (const int n : processes_) {
         const MemoryEstimate m = estimate_memory(model.parameters, stage_of(strategy), n, precision, state_bytes);
         out << fmt::format("{:<14} {:>9} {:>16} {:>16} {:>16} {:>16} {:>16}\n", strategy, n,
-                           amount(m.parameters, bytes_), amount(m.weight_copies, bytes_), amount(m.gradients, bytes_),
-                           amount(m.optimizer_state, bytes_), amount(m.total(), bytes_));
+                           amount(m.parameters, bytes_), amount(m.weight_copies, bytes_),
+                           amount(m.gradients + m.averaged_grad_slices, bytes_), amount(m.optimizer_state, bytes_),
+                           amount(m.total(), bytes_));
       }
     }
   }
   out << "\nWhat accel holds: f32 master weights, f32 gradients and f32 optimizer state at every precision; under "
          "bf16 and fp16 also a 16-bit copy of every parameter for the matmuls (2 bytes each, whole on every rank, "
          "at every stage). ZeRO's paper counts 16-bit weights and gradients with f32 masters in the optimizer "
-         "state instead (2+2+12 bytes per parameter with Adam). Not counted: activations, buffers, communication "
-         "buckets, and each unit's padding to a multiple of the process count.\n";
+         "state instead (2+2+12 bytes per parameter with Adam). zero1's gradients include the averaged slice "
+         "(4 bytes per parameter / N) it keeps beside the full grads. Not counted: activations, buffers, "
+         "communication buckets, and each unit's padding to a multiple of the process count.\n";
   return 0;
 }
 

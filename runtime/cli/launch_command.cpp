@@ -3,7 +3,6 @@
 
 #include <fmt/format.h>
 
-#include <fmt/ranges.h>
 
 #include <cstdlib>
 #include <filesystem>
@@ -24,7 +23,8 @@ LaunchCommand::LaunchCommand(CLI::App& app) {
   launch_->add_option("--main_process_ip", main_ip_, "Address of machine 0");
   launch_->add_option("--main_process_port", port_, "Port on machine 0; 0 picks a free one (machine 0 only)")
       ->check(CLI::Range(0, 65535));
-  launch_->add_option("--hostfile,--mpirun_hostfile", hostfile_, "Open MPI hostfile (--mpirun_hostfile: Accelerate's name)");
+  launch_->add_option("--hostfile,--mpirun_hostfile", hostfile_,
+                      "Open MPI hostfile (--mpirun_hostfile: Accelerate's name)");
   launch_->add_option("--mpirun_args,--mpirun-args", mpirun_args_,
                       "Extra mpirun options, one string split like a shell line (e.g. \"--mca btl tcp,self\")")
       ->envname("ACCEL_MPIRUN_ARGS");
@@ -47,7 +47,8 @@ LaunchCommand::LaunchCommand(CLI::App& app) {
       ->check(CLI::IsMember(available_names(kShardingStrategyNames)));
   launch_->add_flag("--dry-run,--dry_run", dry_run_, "Print the mpirun command line instead of running it");
   launch_->add_option("--num_cpu_threads_per_process", cpu_threads_,
-                      "OMP_NUM_THREADS for every rank (default: your OMP_NUM_THREADS, else usable CPUs / ranks per machine)")
+                      "OMP_NUM_THREADS for every rank (default: your OMP_NUM_THREADS, else usable CPUs / ranks "
+                      "per machine)")
       ->check(CLI::PositiveNumber);
   launch_->add_flag("--debug", debug_, "Debug mode for every rank (ACCEL_DEBUG=1): the collectives' pre-checks");
   launch_->add_flag("-q,--quiet", quiet_, "No notes from accel launch itself (the ranks' output is unchanged)");
@@ -137,8 +138,7 @@ void LaunchCommand::add_notes(LaunchRequest& request, const std::string& config_
   const ConfigFile& c = request.config;
   if (c.format == "accelerate")
     request.notes.push_back(fmt::format("accel launch: {} is an Accelerate config; ignored (no meaning in accel): {}",
-                                        config_path,
-                                        c.ignored_keys.empty() ? "none" : fmt::format("{}", fmt::join(c.ignored_keys, ", "))));
+                                        config_path, ignored_keys_text(c)));
 }
 
 }  // namespace accel

@@ -1,4 +1,4 @@
-// estimate_memory: ZeRO's per-rank formulas, and accel's weight copies under bf16 and fp16.
+// estimate_memory: ZeRO's per-rank formulas, and what accel holds beyond them.
 #include "runtime/strategy/memory_estimate.h"
 
 #include <fmt/format.h>
@@ -22,6 +22,8 @@ MemoryEstimate estimate_memory(int64_t parameters, int stage, int ranks, MixedPr
   m.optimizer_state = int64_t{optimizer_state_bytes_per_parameter} * (stage >= 1 ? shard : parameters);
   // HalfPrecision's WeightCopies: one 16-bit tensor per master, cached from the first forward on.
   m.weight_copies = precision == MixedPrecision::no ? 0 : 2 * parameters;
+  // ZeroStage12 reduce-scatters the full grads into a slice of its own; stage 2 then frees the full ones.
+  m.averaged_grad_slices = stage == 1 ? 4 * shard : 0;
   return m;
 }
 

@@ -189,7 +189,7 @@ TEST_CASE("Accelerate files: FSDP2's reshard flag, a block of another distribute
                        doctest::Contains("a.yaml:2: unknown key 'gpu_ids'"), Error);
 }
 
-TEST_CASE("estimate_memory: ZeRO's formulas for f32 Adam, and the 16-bit weight copies under bf16 and fp16") {
+TEST_CASE("estimate_memory: ZeRO's formulas for f32 Adam, and what accel holds beyond them") {
   const int64_t psi = 124'439'808;  // GPT-2 small
   MemoryEstimate m = estimate_memory(psi, 0, 1, MixedPrecision::no);
   CHECK(m.parameters == 497'759'232);        // 4 Ψ
@@ -202,7 +202,11 @@ TEST_CASE("estimate_memory: ZeRO's formulas for f32 Adam, and the 16-bit weight 
   CHECK(m.parameters == 497'759'232);
   CHECK(m.gradients == 497'759'232);
   CHECK(m.optimizer_state == 248'879'616);
+  CHECK(m.formula_total() == 1'244'398'080);
+  CHECK(m.averaged_grad_slices == 124'439'808);  // accel's stage 1 also keeps the 4Ψ/4 averaged slices
+  CHECK(m.total() == 1'368'837'888);
   m = estimate_memory(psi, 2, 8, MixedPrecision::no);  // 4Ψ + 12Ψ/8
+  CHECK(m.averaged_grad_slices == 0);
   CHECK(m.parameters == 497'759'232);
   CHECK(m.gradients == 62'219'904);
   CHECK(m.optimizer_state == 124'439'808);
