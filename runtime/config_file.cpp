@@ -120,8 +120,8 @@ ConfigFile parse_config(const std::string& yaml_text, const std::string& source_
   const bool accelerate = is_accelerate_config(root);
   if (accelerate) {
     translated = translate_accelerate_config(root, source_name);
-    config.format = "accelerate";
-    config.ignored_keys = translated.ignored_keys;
+    config.origin.format = "accelerate";
+    config.origin.ignored_keys = translated.ignored_keys;
   }
   const YAML::Node keys = accelerate ? translated.accel_keys : root;
   std::set<std::string> seen;
@@ -225,7 +225,7 @@ std::string to_yaml(const ConfigFile& c) {
 }
 
 std::string ignored_keys_text(const ConfigFile& config) {
-  return config.ignored_keys.empty() ? "none" : fmt::format("{}", fmt::join(config.ignored_keys, ", "));
+  return config.origin.ignored_keys.empty() ? "none" : fmt::format("{}", fmt::join(config.origin.ignored_keys, ", "));
 }
 
 void save_config(const ConfigFile& config, const std::string& path) {

@@ -74,7 +74,7 @@ std::string update_config_file(const std::string& path) {
                             path));
   const std::string text = read_text(path);
   const ConfigFile config = parse_config(text, path);
-  if (config.format == "accelerate")
+  if (config.origin.format == "accelerate")
     throw Error(fmt::format("accel config update: {} is an Accelerate config file; accel reads it as it is (its "
                             "ignored keys: {}) and updates only its own format",
                             path, ignored_keys_text(config)));

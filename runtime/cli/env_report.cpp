@@ -129,7 +129,7 @@ std::string devices_line() {
 std::string config_status(const std::string& path) {
   try {
     const ConfigFile config = load_config(path);
-    if (config.format == "accelerate")
+    if (config.origin.format == "accelerate")
       return fmt::format("  (valid: an Accelerate config; ignored: {})\n", ignored_keys_text(config));
     return "  (valid)\n";
   } catch (const std::exception& e) {

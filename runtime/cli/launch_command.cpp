@@ -136,7 +136,7 @@ void LaunchCommand::add_notes(LaunchRequest& request, const std::string& config_
     request.notes.emplace_back("accel launch: --multi_gpu has nothing to switch on: each rank takes GPU local_rank "
                                "% count when there are GPUs (the device count decides), the CPU otherwise");
   const ConfigFile& c = request.config;
-  if (c.format == "accelerate")
+  if (c.origin.format == "accelerate")
     request.notes.push_back(fmt::format("accel launch: {} is an Accelerate config; ignored (no meaning in accel): {}",
                                         config_path, ignored_keys_text(c)));
 }

@@ -110,7 +110,7 @@ TEST_CASE("debug: code, then ACCEL_DEBUG, then the config file's debug, then off
 
 TEST_CASE("an Accelerate MULTI_GPU config: its meaningful keys read, the others listed as ignored in file order") {
   const ConfigFile c = load_config(kFixtures + "/accelerate/multi_gpu.yaml");
-  CHECK(c.format == "accelerate");
+  CHECK(c.origin.format == "accelerate");
   CHECK(c.num_processes == 8);
   CHECK(c.num_machines == 1);
   CHECK(c.machine_rank == 0);
@@ -119,7 +119,7 @@ TEST_CASE("an Accelerate MULTI_GPU config: its meaningful keys read, the others 
   CHECK_FALSE(c.debug);
   CHECK(c.zero_stage == 0);
   CHECK(c.fsdp_sharding_strategy.empty());
-  CHECK(c.ignored_keys == std::vector<std::string>{"downcast_bf16", "enable_cpu_affinity", "gpu_ids",
+  CHECK(c.origin.ignored_keys == std::vector<std::string>{"downcast_bf16", "enable_cpu_affinity", "gpu_ids",
                                                    "main_training_function", "rdzv_backend", "same_network",
                                                    "tpu_env", "tpu_use_cluster", "tpu_use_sudo"});
 }
@@ -130,7 +130,7 @@ TEST_CASE("an Accelerate DeepSpeed config gives the ZeRO stage and the accumulat
   CHECK(c.gradient_accumulation_steps == 4);
   CHECK(c.mixed_precision == MixedPrecision::fp16);
   CHECK(c.num_processes == 4);
-  CHECK(c.ignored_keys == std::vector<std::string>{
+  CHECK(c.origin.ignored_keys == std::vector<std::string>{
       "deepspeed_config.gradient_clipping", "deepspeed_config.offload_optimizer_device",
       "deepspeed_config.offload_param_device", "deepspeed_config.zero3_init_flag", "downcast_bf16",
       "enable_cpu_affinity", "main_training_function", "rdzv_backend", "same_network", "tpu_env", "tpu_use_cluster",
@@ -148,24 +148,29 @@ TEST_CASE("an Accelerate FSDP config on two machines: the numbered strategy, the
   CHECK(c.main_process_port == 29501);
   CHECK(c.num_processes == 16);
   CHECK(c.debug);
-  CHECK(c.ignored_keys.size() == 18);
-  CHECK(c.ignored_keys.front() == "downcast_bf16");
-  CHECK(c.ignored_keys[2] == "fsdp_config.fsdp_activation_checkpointing");
+  CHECK(c.origin.ignored_keys.size() == 18);
+  // The same values written in accel's format are the same config (the origin is not a value).
+  const ConfigFile written = parse_config(to_yaml(c), "written.yaml");
+  CHECK(written == c);
+  CHECK(written.origin.format == "accel");
+  CHECK(written.origin.ignored_keys.empty());
+  CHECK(c.origin.ignored_keys.front() == "downcast_bf16");
+  CHECK(c.origin.ignored_keys[2] == "fsdp_config.fsdp_activation_checkpointing");
 }
 
 TEST_CASE("Accelerate files: FSDP2's reshard flag, a block of another distributed_type, nulls, and what is refused") {
   ConfigFile c = parse_config("distributed_type: FSDP\nfsdp_config:\n  fsdp_version: 2\n  fsdp_reshard_after_forward: false\n",
                               "a.yaml");
   CHECK(c.fsdp_sharding_strategy == "SHARD_GRAD_OP");
-  CHECK(c.ignored_keys == std::vector<std::string>{"fsdp_config.fsdp_version"});
+  CHECK(c.origin.ignored_keys == std::vector<std::string>{"fsdp_config.fsdp_version"});
   c = parse_config("distributed_type: FSDP\nfsdp_config:\n  fsdp_reshard_after_forward: true\n", "a.yaml");
   CHECK(c.fsdp_sharding_strategy == "FULL_SHARD");
   // A DeepSpeed block under MULTI_GPU means nothing to Accelerate either.
   c = parse_config("distributed_type: MULTI_GPU\ndeepspeed_config:\n  zero_stage: 3\nmain_process_ip: null\n", "a.yaml");
   CHECK(c.zero_stage == 0);
   CHECK(c.main_process_ip.empty());
-  CHECK(c.ignored_keys == std::vector<std::string>{"deepspeed_config"});
-  CHECK(parse_config("compute_environment: LOCAL_MACHINE\nmixed_precision: 'no'\n", "a.yaml").format == "accelerate");
+  CHECK(c.origin.ignored_keys == std::vector<std::string>{"deepspeed_config"});
+  CHECK(parse_config("compute_environment: LOCAL_MACHINE\nmixed_precision: 'no'\n", "a.yaml").origin.format == "accelerate");
 
   CHECK_THROWS_WITH_AS(parse_config("distributed_type: TPU\n", "a.yaml"),
                        "a.yaml:1: distributed_type 'TPU' has no equivalent in accel, which runs on CPUs and CUDA GPUs; "
