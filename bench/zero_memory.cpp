@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "accel.h"
+#include "runtime/strategy/memory_estimate.h"
 
 using namespace accel;
 
@@ -76,10 +77,12 @@ Row run_stage(int stage, int layers, int64_t width) {
   r.stage = stage;
   r.ranks = accelerator.num_processes();
   r.main = accelerator.is_main_process();
-  const double n = accelerator.num_processes();
-  r.formula_params = stage == 3 ? 4 * psi / n : 4 * psi;
-  r.formula_grads = stage >= 2 ? 4 * psi / n : 4 * psi;
-  r.formula_optimizer = stage >= 1 ? 8 * psi / n : 8 * psi;
+  // ZeRO's formulas for f32 AdamW (runtime/strategy/memory_estimate.h), which `accel estimate-memory` prints too.
+  const MemoryEstimate formula =
+      estimate_memory(static_cast<int64_t>(psi), stage, accelerator.num_processes(), MixedPrecision::no, 8);
+  r.formula_params = static_cast<double>(formula.parameters);
+  r.formula_grads = static_cast<double>(formula.gradients);
+  r.formula_optimizer = static_cast<double>(formula.optimizer_state);
   return r;
 }
 

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <unordered_map>
 
@@ -51,6 +52,13 @@ Accelerator::Accelerator(AcceleratorOptions options)
   set_deterministic_mode(settings_.deterministic.value);
   build_training_parts();
   if (options.print_settings && is_main_process()) print_settings();
+  // Once per process: a program may build several Accelerators (a test, a sweep).
+  static std::once_flag alias_notes_printed;
+  if (is_main_process() && !settings_.alias_notes.empty())
+    std::call_once(alias_notes_printed, [&] {
+      for (const std::string& note : settings_.alias_notes) std::cerr << note << "\n";
+      std::cerr << std::flush;
+    });
 }
 
 void Accelerator::build_training_parts() {
@@ -97,8 +105,9 @@ Accelerator::~Accelerator() {
 
 // On stderr, so that a program's own output (its results, a progress bar) stays clean on stdout.
 void Accelerator::print_settings() const {
-  std::cerr << fmt::format("accel: {} process(es), device {}, strategy {}, {}", num_processes(), device().str(),
-                           strategy_->name(), settings_.describe())
+  std::cerr << fmt::format("accel: {} process(es), device {}, strategy {}, cpu_threads={} ({}), {}", num_processes(),
+                           device().str(), strategy_->name(), settings_.cpu_threads.value,
+                           settings_.cpu_threads.source, settings_.describe())
             << std::endl;
   std::cerr << "accel: precision policy: " << precision_->describe() << std::endl;
 }

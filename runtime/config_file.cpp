@@ -16,6 +16,7 @@
 #include <sstream>
 
 #include "kernels/error.h"
+#include "runtime/accelerate_config.h"
 #include "runtime/sharding_plugins.h"
 #include "runtime/tracking/tracker_registry.h"
 
@@ -111,6 +112,7 @@ const std::map<std::string, Setter>& setters() {
          c.fsdp_sharding_strategy = text;
        }},
       {"log_with", [](ConfigFile& c, const std::string& s, const YAML::Node& v) { c.log_with = as_tracker_list(s, "log_with", v); }},
+      {"debug", [](ConfigFile& c, const std::string& s, const YAML::Node& v) { c.debug = as_bool(s, "debug", v); }},
   };
   return table;
 }
@@ -134,8 +136,16 @@ ConfigFile parse_config(const std::string& yaml_text, const std::string& source_
   ConfigFile config;
   if (root.IsNull()) return config;
   if (!root.IsMap()) fail(source_name, root, "expected a mapping of keys to values");
+  AccelerateTranslation translated;
+  const bool accelerate = is_accelerate_config(root);
+  if (accelerate) {
+    translated = translate_accelerate_config(root, source_name);
+    config.origin.format = "accelerate";
+    config.origin.ignored_keys = translated.ignored_keys;
+  }
+  const YAML::Node keys = accelerate ? translated.accel_keys : root;
   std::set<std::string> seen;
-  for (const auto& entry : root) {
+  for (const auto& entry : keys) {
     const std::string key = entry.first.IsScalar() ? entry.first.Scalar() : "";
     // YAML forbids a key twice in one mapping; yaml-cpp would keep the last without a word.
     if (!seen.insert(key).second) fail(source_name, entry.first, fmt::format("key '{}' appears twice", key));
@@ -227,11 +237,17 @@ std::string to_yaml(const ConfigFile& c) {
       "zero_stage: {}\n"
       "fsdp_sharding_strategy: {}\n"
       "# Trackers of logged values (docs/tracking.md): jsonl, csv, tensorboard, all.\n"
-      "log_with: [{}]\n",
+      "log_with: [{}]\n"
+      "# Debug mode: extra checks that cost time (every rank calls the same collective with matching shapes).\n"
+      "debug: {}\n",
       c.environment, c.num_machines, c.num_processes, c.machine_rank, yaml_quoted(c.main_process_ip),
       c.main_process_port, yaml_quoted(c.hostfile), name_of(c.mixed_precision), c.gradient_accumulation_steps,
       c.use_cpu ? "true" : "false", name_of(c.backend), c.zero_stage, yaml_quoted(c.fsdp_sharding_strategy),
-      fmt::join(c.log_with, ", "));
+      fmt::join(c.log_with, ", "), c.debug ? "true" : "false");
+}
+
+std::string ignored_keys_text(const ConfigFile& config) {
+  return config.origin.ignored_keys.empty() ? "none" : fmt::format("{}", fmt::join(config.origin.ignored_keys, ", "));
 }
 
 void save_config(const ConfigFile& config, const std::string& path) {

@@ -14,6 +14,18 @@ namespace accel {
 // More processes or machines than any job has; the bound keeps the launcher's arithmetic in int.
 inline constexpr int kMaxProcesses = 1 << 20;
 
+// How a config file was written, kept for messages. It compares equal always: a config read from an
+// Accelerate file and the same values written back in accel's format are the same config.
+struct ConfigFileOrigin {
+  // "accel" (accel's own keys, all checked), or "accelerate" (a Hugging Face Accelerate config,
+  // recognised by its compute_environment or distributed_type key, read for the keys that mean
+  // something here).
+  std::string format = "accel";
+  // An Accelerate file's keys that mean nothing here, as "key" or "block.key", in file order.
+  std::vector<std::string> ignored_keys;
+  bool operator==(const ConfigFileOrigin&) const { return true; }
+};
+
 struct ConfigFile {
   // Where the job runs: "local" (this machine), "hosts" (several machines: hostfile or machine
   // flags), or "slurm" (inside a SLURM allocation).
@@ -34,6 +46,11 @@ struct ConfigFile {
   std::string fsdp_sharding_strategy;
   // Trackers (docs/tracking.md): jsonl, csv, tensorboard or all; empty: none.
   std::vector<std::string> log_with;
+  // Debug mode: extra checks that cost time (the collectives' pre-checks); ACCEL_DEBUG for the ranks.
+  bool debug = false;
+
+  // Where the values came from (not a value: two configs with the same values are equal).
+  ConfigFileOrigin origin;
 
   bool operator==(const ConfigFile&) const = default;
 };
@@ -42,11 +59,15 @@ struct ConfigFile {
 std::string default_config_path();
 
 // Parses YAML text. An unknown key or a bad value throws accel::Error naming the source, the key,
-// the line and what was expected, e.g. "config.yaml:3: unknown key 'mixed_precison'".
+// the line and what was expected, e.g. "config.yaml:3: unknown key 'mixed_precison'". A file
+// `accelerate config` wrote (runtime/accelerate_config.h) is read for its keys with a meaning here,
+// its other keys kept in origin.ignored_keys.
 ConfigFile parse_config(const std::string& yaml_text, const std::string& source_name);
 ConfigFile load_config(const std::string& path);
 // The YAML form, with one comment line per key saying what it means.
 std::string to_yaml(const ConfigFile& config);
+// An Accelerate file's ignored keys for a message: "a, b.c" in file order, or "none".
+std::string ignored_keys_text(const ConfigFile& config);
 // Writes to path, creating its directory.
 void save_config(const ConfigFile& config, const std::string& path);
 // Throws accel::Error when values contradict each other (machine_rank >= num_machines, ...).

@@ -218,9 +218,11 @@ std::vector<Entry> check_header(const std::string& ctx, const Json& header, uint
   return entries;
 }
 
-// The whole reader over any byte source: read(offset, destination, count) copies exactly count bytes.
+// The header over any byte source, checked against the file size: the tensors' entries (sorted by
+// offset) and the metadata; data_start is where the data buffer begins.
 template <class Read>
-SafetensorsContents read_safetensors(const std::string& ctx, uint64_t total, Read&& read) {
+std::vector<Entry> read_header(const std::string& ctx, uint64_t total, Read&& read, SafetensorsMetadata& metadata,
+                               uint64_t& data_start) {
   if (total < 8)
     throw Error(fmt::format("{}: {} bytes is too short for a safetensors file, which starts with an 8-byte header "
                             "length",
@@ -237,10 +239,16 @@ SafetensorsContents read_safetensors(const std::string& ctx, uint64_t total, Rea
   std::string text(header_length, '\0');
   read(8, text.data(), header_length);
 
-  SafetensorsContents contents;
-  const uint64_t data_start = 8 + header_length;
-  const std::vector<Entry> entries = check_header(ctx, parse_json(ctx, text), total - data_start, contents.metadata);
+  data_start = 8 + header_length;
+  return check_header(ctx, parse_json(ctx, text), total - data_start, metadata);
+}
 
+// The whole reader over any byte source: read(offset, destination, count) copies exactly count bytes.
+template <class Read>
+SafetensorsContents read_safetensors(const std::string& ctx, uint64_t total, Read&& read) {
+  SafetensorsContents contents;
+  uint64_t data_start = 0;
+  const std::vector<Entry> entries = read_header(ctx, total, read, contents.metadata, data_start);
   for (const Entry& e : entries) {
     Tensor t = empty(e.shape, e.dtype);
     if (e.end > e.begin) read(data_start + e.begin, t.data_ptr(), e.end - e.begin);
@@ -407,8 +415,12 @@ SafetensorsContents from_safetensors_bytes(std::span<const uint8_t> bytes) {
   });
 }
 
-SafetensorsContents load_safetensors(const std::string& path) {
-  const std::string ctx = fmt::format("load_safetensors: '{}'", path);
+namespace {
+
+// Opens path and calls use(ctx, total, read) with a reader of its bytes, as read_header takes it.
+template <class Use>
+auto with_file_reader(const char* op, const std::string& path, Use&& use) {
+  const std::string ctx = fmt::format("{}: '{}'", op, path);
   std::error_code ec;
   const std::filesystem::file_status status = std::filesystem::status(path, ec);
   if (ec || !std::filesystem::is_regular_file(status))
@@ -417,13 +429,37 @@ SafetensorsContents load_safetensors(const std::string& path) {
   if (ec) throw Error(fmt::format("{}: cannot get its size: {}", ctx, ec.message()));
   std::unique_ptr<std::FILE, int (*)(std::FILE*)> file(std::fopen(path.c_str(), "rb"), &std::fclose);
   if (!file) throw Error(fmt::format("{}: cannot open: {}", ctx, std::strerror(errno)));
-  return read_safetensors(ctx, total, [&](uint64_t offset, void* dst, uint64_t n) {
+  return use(ctx, total, [&](uint64_t offset, void* dst, uint64_t n) {
     if (fseeko(file.get(), static_cast<off_t>(offset), SEEK_SET) != 0)
       throw Error(fmt::format("{}: cannot seek to byte {}: {}", ctx, offset, std::strerror(errno)));
     const size_t got = std::fread(dst, 1, n, file.get());
     if (got != n)
       throw Error(fmt::format("{}: reading {} bytes at offset {} got only {}; did the file change while loading?",
                               ctx, n, offset, got));
+  });
+}
+
+}  // namespace
+
+SafetensorsContents load_safetensors(const std::string& path) {
+  return with_file_reader("load_safetensors", path, [](const std::string& ctx, uint64_t total, auto&& read) {
+    return read_safetensors(ctx, total, read);
+  });
+}
+
+int64_t SafetensorsHeader::element_count() const {
+  int64_t count = 0;
+  for (const SafetensorsEntry& e : tensors) count += shape_numel(e.shape, "SafetensorsHeader::element_count");
+  return count;
+}
+
+SafetensorsHeader load_safetensors_header(const std::string& path) {
+  return with_file_reader("load_safetensors_header", path, [](const std::string& ctx, uint64_t total, auto&& read) {
+    SafetensorsHeader header;
+    uint64_t data_start = 0;
+    for (const Entry& e : read_header(ctx, total, read, header.metadata, data_start))
+      header.tensors.push_back({e.name, e.dtype, e.shape});
+    return header;
   });
 }
 

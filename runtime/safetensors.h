@@ -41,4 +41,19 @@ void save_safetensors(const std::string& path, const NamedTensors& tensors, cons
 SafetensorsContents from_safetensors_bytes(std::span<const uint8_t> bytes);
 SafetensorsContents load_safetensors(const std::string& path);
 
+// A tensor as the header lists it, without its bytes.
+struct SafetensorsEntry {
+  std::string name;
+  DType dtype = DType::f32;
+  Shape shape;
+};
+struct SafetensorsHeader {
+  std::vector<SafetensorsEntry> tensors;  // in the order of their bytes in the file
+  SafetensorsMetadata metadata;
+  int64_t element_count() const;  // of every tensor: a model file's parameter count
+};
+// Reads and checks only the header (against the file's size, as load_safetensors does), so a
+// multi-gigabyte model file is described without being read.
+SafetensorsHeader load_safetensors_header(const std::string& path);
+
 }  // namespace accel

@@ -5,10 +5,13 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <omp.h>
+
 #include <cmath>
 #include <filesystem>
 #include <functional>
 
+#include "runtime/accelerate_names.h"
 #include "runtime/config_file.h"
 #include "runtime/process_state.h"
 #include "runtime/tracking/tracker_registry.h"
@@ -41,8 +44,8 @@ Setting<T> resolve(const Rule<T>& rule, const Env& env) {
   std::string text, source;
   if (rule.code) {
     text = *rule.code, source = "code";
-  } else if (auto v = lookup(env, rule.env_name)) {
-    text = *v, source = fmt::format("environment {}", rule.env_name);
+  } else if (auto v = setting_variable(env, rule.env_name)) {
+    text = v->value, source = fmt::format("environment {}", v->name);
   } else if (rule.file) {
     text = *rule.file, source = "config file";
   } else {
@@ -122,8 +125,11 @@ std::optional<int> parse_zero_stage(const std::string& s) {
 // ACCEL_FSDP_SHARDING_STRATEGY (set by `accel launch --use_deepspeed / --use_fsdp`), else 0.
 void resolve_sharding(const AcceleratorOptions& o, const Env& env, const std::optional<ConfigFile>& file,
                       EffectiveSettings& s) {
-  const std::optional<std::string> env_stage = lookup(env, "ACCEL_ZERO_STAGE");
-  const std::optional<std::string> env_fsdp = lookup(env, "ACCEL_FSDP_SHARDING_STRATEGY");
+  // ACCEL_* or Accelerate's names for them (ACCELERATE_DEEPSPEED_ZERO_STAGE, FSDP_SHARDING_STRATEGY).
+  const std::optional<EnvironmentValue> stage_var = setting_variable(env, "ACCEL_ZERO_STAGE");
+  const std::optional<EnvironmentValue> fsdp_var = setting_variable(env, "ACCEL_FSDP_SHARDING_STRATEGY");
+  const std::optional<std::string> env_stage = stage_var ? std::optional(stage_var->value) : std::nullopt;
+  const std::optional<std::string> env_fsdp = fsdp_var ? std::optional(fsdp_var->value) : std::nullopt;
   if (o.deepspeed_plugin && o.fsdp_plugin)
     throw Error(fmt::format("Accelerator: deepspeed_plugin (zero_stage {}) and fsdp_plugin (sharding_strategy {}) "
                             "were both given; give one of them",
@@ -141,9 +147,9 @@ void resolve_sharding(const AcceleratorOptions& o, const Env& env, const std::op
     s.auto_wrap = o.fsdp_plugin->auto_wrap;
     s.reshard_after_forward = o.fsdp_plugin->reshard_after_forward;
   } else if (env_stage) {
-    text = *env_stage, source = "environment ACCEL_ZERO_STAGE", s.sharding_via = "deepspeed";
+    text = *env_stage, source = "environment " + stage_var->name, s.sharding_via = "deepspeed";
   } else if (env_fsdp) {
-    fsdp = value_in(kShardingStrategyNames, *env_fsdp), source = "environment ACCEL_FSDP_SHARDING_STRATEGY";
+    fsdp = value_in(kShardingStrategyNames, *env_fsdp), source = "environment " + fsdp_var->name;
     s.sharding_via = "fsdp";
     if (!fsdp)
       throw Error(fmt::format("Accelerator: fsdp_sharding_strategy '{}' from {} is not valid; expected {}", *env_fsdp,
@@ -218,7 +224,7 @@ std::string describe_trackers(const EffectiveSettings& s) {
 std::string EffectiveSettings::describe() const {
   return fmt::format(
       "mixed_precision={} ({}), grad_comm_dtype={} ({}), cpu={} ({}), gradient_accumulation_steps={} ({}), "
-      "backend={} ({}), bucket_cap_mb={} ({}){}{}{}",
+      "backend={} ({}), bucket_cap_mb={} ({}){}{}{}{}{}",
       name_of(mixed_precision.value), mixed_precision.source, name_of(grad_comm_dtype.value), grad_comm_dtype.source,
       cpu.value, cpu.source, gradient_accumulation_steps.value, gradient_accumulation_steps.source,
       name_of(backend.value), backend.source, bucket_cap_mb.value, bucket_cap_mb.source,
@@ -226,6 +232,7 @@ std::string EffectiveSettings::describe() const {
       deterministic.source == "default"
           ? ""
           : fmt::format(", deterministic={} ({})", deterministic.value, deterministic.source),
+      debug.value ? fmt::format(", debug=true ({})", debug.source) : "",
       zero_stage.value == 0 ? "" : fmt::format(", zero_stage={} ({})", zero_stage.value, zero_stage.source),
       describe_trackers(*this),
       config_path.empty() ? "" : fmt::format(", config file {}", config_path));
@@ -277,8 +284,16 @@ EffectiveSettings resolve_settings(const AcceleratorOptions& o, const Env& env) 
        o.deterministic ? std::optional<std::string>(*o.deterministic ? "true" : "false") : std::nullopt, std::nullopt,
        "false", parse_switch, "1, 0, true or false"},
       env);
+  s.debug = resolve<bool>(
+      {"debug", "ACCEL_DEBUG", o.debug ? std::optional<std::string>(*o.debug ? "true" : "false") : std::nullopt,
+       from_file([](const ConfigFile& c) { return std::string(c.debug ? "true" : "false"); }), "false", parse_switch,
+       "1, 0, true or false"},
+      env);
   resolve_sharding(o, env, file, s);
   resolve_trackers(o, env, file, s);
+  s.cpu_threads = {omp_get_max_threads(),
+                   lookup(env, "OMP_NUM_THREADS") ? "environment OMP_NUM_THREADS" : "OpenMP default"};
+  s.alias_notes = accelerate_alias_notes(env);
   return s;
 }
 

@@ -63,6 +63,10 @@ struct AcceleratorOptions {
   // (ACCEL_DETERMINISTIC=1; default off). It sets the process-wide switch of tensor/deterministic.h
   // when the Accelerator is built; docs/numerics.md says what it guarantees and what it costs.
   std::optional<bool> deterministic;
+  // Debug mode (Accelerate's --debug): extra checks that cost time, such as the collectives' pre-checks
+  // that every rank calls the same collective with matching shapes (ACCEL_DEBUG=1, config file
+  // `debug`, `accel launch --debug`; default off).
+  std::optional<bool> debug;
   // Sharded data parallelism (docs/zero.md): ZeRO stage 1, 2 or 3 through DeepSpeed's names, or FSDP's
   // sharding strategies (FULL_SHARD is stage 3, SHARD_GRAD_OP stage 2). At most one of the two
   // (ACCEL_ZERO_STAGE, ACCEL_FSDP_SHARDING_STRATEGY). Neither: plain data parallel.
@@ -105,6 +109,15 @@ struct EffectiveSettings {
   Setting<Backend> backend;
   Setting<double> bucket_cap_mb;
   Setting<bool> deterministic;
+  Setting<bool> debug;
+  // OpenMP threads each op may use here (omp_get_max_threads when the settings were resolved), and
+  // where the count came from ("environment OMP_NUM_THREADS" or "OpenMP default"). Not a setting
+  // accel resolves: `accel launch` sets OMP_NUM_THREADS, the OpenMP runtime reads it. The start-up
+  // line shows it after the strategy (describe() lists the resolved settings only).
+  Setting<int> cpu_threads;
+  // One line per ACCELERATE_* variable read in place of its ACCEL_* name; the Accelerator prints
+  // them once per process on the main process.
+  std::vector<std::string> alias_notes;
   // 0 (plain data parallel) to 3; from a DeepSpeedPlugin's zero_stage or an FSDPPlugin's strategy.
   Setting<int> zero_stage;
   std::string sharding_via;  // "deepspeed", "fsdp", or "" with neither

@@ -128,7 +128,9 @@ std::string devices_line() {
 // Whether the config file parses, since launch and the Accelerator refuse one that does not.
 std::string config_status(const std::string& path) {
   try {
-    load_config(path);
+    const ConfigFile config = load_config(path);
+    if (config.origin.format == "accelerate")
+      return fmt::format("  (valid: an Accelerate config; ignored: {})\n", ignored_keys_text(config));
     return "  (valid)\n";
   } catch (const std::exception& e) {
     return fmt::format("  (invalid: {})\n", e.what());
@@ -170,7 +172,7 @@ void report_nccl(std::ostringstream& out) { out << fmt::format("NCCL: {}\n", ncc
 
 }  // namespace
 
-std::string env_report() {
+std::string env_report(const std::string& config_path) {
   std::ostringstream out;
   out << fmt::format("accel version: {}\n", ACCEL_VERSION);
   out << fmt::format("build options: cuda={} mpi={} nccl={}\n", ACCEL_WITH_CUDA ? "yes" : "no",
@@ -194,8 +196,10 @@ std::string env_report() {
 #endif
   out << devices_line();
   out << process_lines();
-  const std::string path = default_config_path();
-  if (std::filesystem::exists(path)) {
+  const std::string path = config_path.empty() ? default_config_path() : config_path;
+  if (!config_path.empty() && !std::filesystem::exists(path)) {
+    out << fmt::format("config file: {} does not exist (--config_file)\n", path);
+  } else if (std::filesystem::exists(path)) {
     std::ifstream in(path);
     std::stringstream text;
     text << in.rdbuf();

@@ -5,6 +5,7 @@
 #include <fmt/ranges.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -31,6 +32,7 @@ std::vector<std::pair<std::string, std::string>> settings_environment(const Conf
   if (c.zero_stage != 0) out.emplace_back("ACCEL_ZERO_STAGE", std::to_string(c.zero_stage));
   if (!c.fsdp_sharding_strategy.empty()) out.emplace_back("ACCEL_FSDP_SHARDING_STRATEGY", c.fsdp_sharding_strategy);
   if (!c.log_with.empty()) out.emplace_back("ACCEL_LOG_WITH", fmt::format("{}", fmt::join(c.log_with, ",")));
+  if (c.debug) out.emplace_back("ACCEL_DEBUG", "1");
   return out;
 }
 
@@ -63,6 +65,15 @@ MachineSource machine_source(const ConfigFile& c) {
   return MachineSource::rendezvous;
 }
 
+std::string cpu_threads_per_process(const LaunchRequest& request, const HostFacts& host) {
+  if (request.num_cpu_threads_per_process > 0) return std::to_string(request.num_cpu_threads_per_process);
+  if (!request.user_omp_num_threads.empty()) return request.user_omp_num_threads;
+  const ConfigFile& c = request.config;
+  const int per_machine = (c.num_processes + c.num_machines - 1) / c.num_machines;
+  const int cpus = host.usable_cpus > 0 ? host.usable_cpus : host.cores;
+  return std::to_string(std::max(1, cpus / std::max(1, per_machine)));
+}
+
 std::vector<std::string> mpirun_command(const LaunchRequest& request, const HostFacts& host) {
   const ConfigFile& c = request.config;
   const MachineSource source = machine_source(c);
@@ -88,6 +99,12 @@ std::vector<std::string> mpirun_command(const LaunchRequest& request, const Host
     argv.push_back("-x");
     argv.push_back(name + "=" + value);
   }
+  if (request.export_main_process_port) {
+    argv.push_back("-x");
+    argv.push_back(fmt::format("ACCEL_MAIN_PROCESS_PORT={}", c.main_process_port));
+  }
+  argv.push_back("-x");
+  argv.push_back("OMP_NUM_THREADS=" + cpu_threads_per_process(request, host));
   argv.push_back(request.self_path.empty() ? "accel" : request.self_path);
   argv.push_back("exec-rank");
   argv.push_back("--");
@@ -207,6 +224,8 @@ int run_job(const std::vector<std::string>& mpirun_argv, std::ostream& log) {
 }
 
 int launch(const LaunchRequest& request, const HostFacts& host, bool dry_run, std::ostream& out, std::ostream& log) {
+  if (!request.quiet)
+    for (const std::string& note : request.notes) log << note << "\n" << std::flush;
   if (machine_source(request.config) == MachineSource::rendezvous)
     return launch_machine_flags(request, host, dry_run, out, log);
   const std::vector<std::string> argv = mpirun_command(request, host);

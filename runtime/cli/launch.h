@@ -21,6 +21,17 @@ struct LaunchRequest {
   // With the machine flags: the hostfile machine 0 wrote from the rendezvous.
   std::string machines_hostfile;
   double rendezvous_timeout_s = 300;
+  // OpenMP threads per rank: --num_cpu_threads_per_process (0: not given), and the OMP_NUM_THREADS
+  // of `accel launch`'s own environment ("": unset). See cpu_threads_per_process.
+  int num_cpu_threads_per_process = 0;
+  std::string user_omp_num_threads;
+  // --main_process_port was given (0 included, then config.main_process_port is the port picked):
+  // the ranks get it as ACCEL_MAIN_PROCESS_PORT.
+  bool export_main_process_port = false;
+  // accel launch's own notes (--multi_gpu, a port picked, an Accelerate config's ignored keys),
+  // printed before the job starts unless quiet (-q/--quiet).
+  std::vector<std::string> notes;
+  bool quiet = false;
 };
 
 // How the launch finds its machines.
@@ -35,13 +46,21 @@ enum class MachineSource {
 MachineSource machine_source(const ConfigFile& config);
 
 struct HostFacts {
-  int cores = 1;
+  int cores = 1;  // logical CPUs online (std::thread::hardware_concurrency): mpirun's slots
   bool is_root = false;
+  // CPUs this process may run on (sched_getaffinity: a taskset, a cgroup cpuset, a SLURM allocation
+  // can hold fewer than are online); 0: as many as cores. The ranks inherit the same mask.
+  int usable_cpus = 0;
 };
 
+// OMP_NUM_THREADS for every rank, as Accelerate sets it: --num_cpu_threads_per_process when given,
+// else the user's own OMP_NUM_THREADS (carried to every machine), else max(1, usable CPUs / ranks
+// per machine), so the ranks of one machine do not oversubscribe its cores with OpenMP threads.
+std::string cpu_threads_per_process(const LaunchRequest& request, const HostFacts& host);
+
 // The full mpirun argv: -np, --oversubscribe when there are more ranks per machine than cores,
-// --allow-run-as-root when root, the hostfile, the ACCEL_* settings exported with -x, and each
-// rank wrapped as `accel exec-rank -- PROGRAM ARGS`.
+// --allow-run-as-root when root, the hostfile, the ACCEL_* settings and OMP_NUM_THREADS exported with
+// -x, and each rank wrapped as `accel exec-rank -- PROGRAM ARGS`.
 std::vector<std::string> mpirun_command(const LaunchRequest& request, const HostFacts& host);
 // Splits an option string the way a POSIX shell splits words: blanks separate, '...' and "..." quote,
 // a backslash escapes the next character. An unterminated quote throws accel::Error.

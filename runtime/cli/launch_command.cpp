@@ -3,9 +3,12 @@
 
 #include <fmt/format.h>
 
+
+#include <cstdlib>
 #include <filesystem>
 
 #include "kernels/error.h"
+#include "runtime/cli/free_port.h"
 #include "runtime/config_file.h"
 #include "runtime/sharding_plugins.h"
 #include "runtime/tracking/tracker_registry.h"
@@ -19,8 +22,10 @@ LaunchCommand::LaunchCommand(CLI::App& app) {
   launch_->add_option("--num_machines", num_machines_, "Machines")->check(CLI::PositiveNumber);
   launch_->add_option("--machine_rank", machine_rank_, "This machine's index")->check(CLI::NonNegativeNumber);
   launch_->add_option("--main_process_ip", main_ip_, "Address of machine 0");
-  launch_->add_option("--main_process_port", port_, "Port on machine 0")->check(CLI::Range(1, 65535));
-  launch_->add_option("--hostfile", hostfile_, "Open MPI hostfile");
+  launch_->add_option("--main_process_port", port_, "Port on machine 0; 0 picks a free one (machine 0 only)")
+      ->check(CLI::Range(0, 65535));
+  launch_->add_option("--hostfile,--mpirun_hostfile", hostfile_,
+                      "Open MPI hostfile (--mpirun_hostfile: Accelerate's name)");
   launch_->add_option("--mpirun_args,--mpirun-args", mpirun_args_,
                       "Extra mpirun options, one string split like a shell line (e.g. \"--mca btl tcp,self\")")
       ->envname("ACCEL_MPIRUN_ARGS");
@@ -43,6 +48,15 @@ LaunchCommand::LaunchCommand(CLI::App& app) {
       ->check(CLI::IsMember(available_names(kShardingStrategyNames)));
   launch_->add_option("--log_with", log_with_, "Trackers, comma-separated: jsonl, csv, tensorboard, all (docs/tracking.md)");
   launch_->add_flag("--dry-run,--dry_run", dry_run_, "Print the mpirun command line instead of running it");
+  launch_->add_option("--num_cpu_threads_per_process", cpu_threads_,
+                      "OMP_NUM_THREADS for every rank (default: your OMP_NUM_THREADS, else usable CPUs / ranks "
+                      "per machine)")
+      ->check(CLI::PositiveNumber);
+  launch_->add_flag("--debug", debug_, "Debug mode for every rank (ACCEL_DEBUG=1): the collectives' pre-checks");
+  launch_->add_flag("-q,--quiet", quiet_, "No notes from accel launch itself (the ranks' output is unchanged)");
+  // Accelerate's words that mean nothing more here, accepted so its command lines run.
+  launch_->add_flag("--multi_gpu", multi_gpu_, "Accepted for Accelerate's command lines: the GPU count decides");
+  launch_->add_flag("-m,--module", module_, "Accelerate's 'run a Python module': not applicable (an error)");
   // Everything from PROGRAM on belongs to the program, flags included.
   launch_->prefix_command();
   launch_->footer("PROGRAM [ARGS...] follow the options; everything from PROGRAM on is passed to it unchanged.");
@@ -75,11 +89,11 @@ LaunchRequest LaunchCommand::request(const std::vector<std::string>& after_separ
   if (num_machines_) c.num_machines = num_machines_;
   if (machine_rank_ >= 0) c.machine_rank = machine_rank_;
   if (!main_ip_.empty()) c.main_process_ip = main_ip_;
-  if (port_) c.main_process_port = port_;
   if (!hostfile_.empty()) c.hostfile = hostfile_;
   if (!precision_.empty()) c.mixed_precision = *value_in(kMixedPrecisionNames, precision_);
   if (cpu_) c.use_cpu = true;
   if (accumulation_) c.gradient_accumulation_steps = accumulation_;
+  if (debug_) c.debug = true;
   apply_sharding_flags(c);
   if (!log_with_.empty()) {
     const std::optional<std::vector<std::string>> trackers = parse_tracker_list(log_with_);
@@ -89,6 +103,10 @@ LaunchRequest LaunchCommand::request(const std::vector<std::string>& after_separ
     c.log_with = *trackers;
   }
   if (c.num_machines > 1 && c.environment == "local") c.environment = "hosts";
+  apply_port(request);
+  if (module_)
+    throw Error("accel launch: -m/--module runs a Python module (python -m); that is not applicable to C++ programs: "
+                "give the program's executable, as in accel launch [options] ./build/train [ARGS...]");
   std::vector<std::string> command = launch_->remaining();
   command.insert(command.end(), after_separator.begin(), after_separator.end());
   if (command.empty()) throw Error("accel launch: no program given; usage: accel launch [options] PROGRAM [ARGS...]");
@@ -99,7 +117,37 @@ LaunchRequest LaunchCommand::request(const std::vector<std::string>& after_separ
   request.self_path = self_path;
   request.mpirun_args = split_arguments(mpirun_args_, "--mpirun_args");
   request.rendezvous_timeout_s = rendezvous_timeout_;
+  request.num_cpu_threads_per_process = cpu_threads_;
+  if (const char* threads = std::getenv("OMP_NUM_THREADS"); threads != nullptr) request.user_omp_num_threads = threads;
+  request.quiet = quiet_;
+  add_notes(request, path);
   return request;
+}
+
+void LaunchCommand::apply_port(LaunchRequest& request) const {
+  ConfigFile& c = request.config;
+  if (port_ < 0) return;
+  request.export_main_process_port = true;
+  if (port_ > 0) {
+    c.main_process_port = port_;
+    return;
+  }
+  if (c.machine_rank > 0)
+    throw Error(fmt::format("accel launch: --main_process_port 0 picks a free port on machine 0; machine {} must be "
+                            "given the port machine 0 printed",
+                            c.machine_rank));
+  c.main_process_port = pick_free_port(c.main_process_ip);
+  request.notes.push_back(fmt::format("accel launch: --main_process_port 0: using port {}", c.main_process_port));
+}
+
+void LaunchCommand::add_notes(LaunchRequest& request, const std::string& config_path) const {
+  if (multi_gpu_)
+    request.notes.emplace_back("accel launch: --multi_gpu has nothing to switch on: each rank takes GPU local_rank "
+                               "% count when there are GPUs (the device count decides), the CPU otherwise");
+  const ConfigFile& c = request.config;
+  if (c.origin.format == "accelerate")
+    request.notes.push_back(fmt::format("accel launch: {} is an Accelerate config; ignored (no meaning in accel): {}",
+                                        config_path, ignored_keys_text(c)));
 }
 
 }  // namespace accel

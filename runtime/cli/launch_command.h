@@ -23,11 +23,17 @@ class LaunchCommand {
  private:
   // --use_deepspeed / --zero_stage and --use_fsdp / --fsdp_sharding_strategy, over the config file's.
   void apply_sharding_flags(ConfigFile& config) const;
+  // --main_process_port over the config file's; 0 picks a free port (on machine 0 only).
+  void apply_port(LaunchRequest& request) const;
+  // Accelerate's words with no effect here, and the Accelerate config's ignored keys, as notes.
+  void add_notes(LaunchRequest& request, const std::string& config_path) const;
   CLI::App* launch_ = nullptr;
   std::string config_path_, hostfile_, main_ip_, precision_, mpirun_args_, fsdp_strategy_, log_with_;
-  int num_processes_ = 0, num_machines_ = 0, machine_rank_ = -1, port_ = 0, accumulation_ = 0;
+  int num_processes_ = 0, num_machines_ = 0, machine_rank_ = -1, port_ = -1, accumulation_ = 0;
+  int cpu_threads_ = 0;
   double rendezvous_timeout_ = 300;
   bool cpu_ = false, dry_run_ = false, use_deepspeed_ = false, use_fsdp_ = false;
+  bool multi_gpu_ = false, module_ = false, quiet_ = false, debug_ = false;
   int zero_stage_ = -1;
 };
 

@@ -7,85 +7,17 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
-#include <cstdio>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include "accel_config.h"
 #include "runtime/cli/config_wizard.h"
 #include "runtime/config_file.h"
+#include "cli_run.h"
 
-namespace {
-
-namespace fs = std::filesystem;
-
-struct Run {
-  int status = -1;  // the command's exit status (124 when timeout stopped it)
-  std::string output;
-};
-
-// Runs command ("[NAME=VALUE ...] PROGRAM ARGS", in shell syntax) with the ACCEL_* settings cleared
-// (each test sets what it needs in front of the program), bounded by timeout seconds, stdout and
-// stderr together.
-Run run(const std::string& command, int timeout = 60) {
-  const std::string line = fmt::format(
-      "env -u ACCEL_BACKEND -u ACCEL_MIXED_PRECISION -u ACCEL_GRADIENT_ACCUMULATION_STEPS -u ACCEL_USE_CPU "
-      "-u ACCEL_BUCKET_CAP_MB -u ACCEL_MPIRUN_ARGS -u ACCEL_ZERO_STAGE -u ACCEL_FSDP_SHARDING_STRATEGY "
-      "ACCEL_CONFIG_FILE=/nonexistent/accel-cli-tests.yaml timeout {} env {} 2>&1",
-      timeout, command);
-  Run r;
-  FILE* pipe = popen(line.c_str(), "r");
-  REQUIRE(pipe != nullptr);
-  char buffer[4096];
-  while (size_t n = fread(buffer, 1, sizeof buffer, pipe)) r.output.append(buffer, n);
-  const int status = pclose(pipe);
-  r.status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
-}
-
-const std::string kAccel = ACCEL_CLI;
-
-// A fresh directory for one test's files, removed with the object.
-struct TempDir {
-  fs::path path;
-  explicit TempDir(const std::string& name)
-      : path(fs::temp_directory_path() / fmt::format("accel-cli-{}-{}", name, getpid())) {
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~TempDir() { fs::remove_all(path); }
-  std::string write(const std::string& file, const std::string& text) const {
-    std::ofstream(path / file) << text;
-    return (path / file).string();
-  }
-};
-
-std::vector<std::string> lines_of(const std::string& text) {
-  std::vector<std::string> lines;
-  std::istringstream in(text);
-  for (std::string line; std::getline(in, line);) lines.push_back(line);
-  return lines;
-}
-
-// The lines of text that start with prefix.
-std::vector<std::string> lines_starting(const std::string& text, const std::string& prefix) {
-  std::vector<std::string> found;
-  for (const std::string& line : lines_of(text))
-    if (line.rfind(prefix, 0) == 0) found.push_back(line);
-  return found;
-}
-
-bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
-
-// The accel path as launch writes it into the mpirun line (resolved through /proc/self/exe).
-std::string accel_real_path() { return fs::canonical(kAccel).string(); }
-
-std::string root_flag() { return geteuid() == 0 ? " --allow-run-as-root" : ""; }
-
-}  // namespace
+using namespace cli_test;
 
 TEST_CASE("accel config default writes the default config where ACCEL_CONFIG_FILE or --config_file says") {
   const TempDir dir("config");
@@ -179,8 +111,8 @@ TEST_CASE("accel launch --dry-run prints the exact mpirun line") {
     const Run r = run(fmt::format("{} launch --dry-run -n 1 ./train --epochs 3", kAccel));
     INFO(r.output);
     REQUIRE(r.status == 0);
-    CHECK(r.output == fmt::format("mpirun -np 1{} {} {} exec-rank -- ./train --epochs 3\n", root_flag(), settings,
-                                  self));
+    CHECK(r.output == fmt::format("mpirun -np 1{} {}{} {} exec-rank -- ./train --epochs 3\n", root_flag(), settings,
+                                  omp_export(1), self));
   }
   SUBCASE("more ranks than any machine has cores: --oversubscribe; settings from the flags; quoting") {
     const Run r = run(fmt::format(
@@ -190,9 +122,9 @@ TEST_CASE("accel launch --dry-run prints the exact mpirun line") {
     INFO(r.output);
     REQUIRE(r.status == 0);
     CHECK(r.output == fmt::format("mpirun -np 100000 --oversubscribe{} -x ACCEL_MIXED_PRECISION=bf16 -x "
-                                  "ACCEL_GRADIENT_ACCUMULATION_STEPS=4 -x ACCEL_USE_CPU=true -x ACCEL_BACKEND=auto "
+                                  "ACCEL_GRADIENT_ACCUMULATION_STEPS=4 -x ACCEL_USE_CPU=true -x ACCEL_BACKEND=auto{} "
                                   "{} exec-rank -- prog --name 'a b' 'it'\\''s'\n",
-                                  root_flag(), self));
+                                  root_flag(), omp_export(100000), self));
   }
   SUBCASE("the config file gives the defaults, and the flags win over it; -- ends the options") {
     const TempDir dir("launch");
@@ -203,16 +135,16 @@ TEST_CASE("accel launch --dry-run prints the exact mpirun line") {
     REQUIRE(r.status == 0);
     const std::string oversubscribe = sysconf(_SC_NPROCESSORS_ONLN) < 3 ? " --oversubscribe" : "";
     CHECK(r.output == fmt::format("mpirun -np 3{}{} -x ACCEL_MIXED_PRECISION=no -x "
-                                  "ACCEL_GRADIENT_ACCUMULATION_STEPS=2 -x ACCEL_USE_CPU=false -x ACCEL_BACKEND=ring "
+                                  "ACCEL_GRADIENT_ACCUMULATION_STEPS=2 -x ACCEL_USE_CPU=false -x ACCEL_BACKEND=ring{} "
                                   "{} exec-rank -- prog -n 5\n",
-                                  oversubscribe, root_flag(), self));
+                                  oversubscribe, root_flag(), omp_export(3), self));
     r = run(fmt::format("ACCEL_CONFIG_FILE={} {} launch -n 1 --gradient_accumulation_steps 8 --dry-run prog", config,
                         kAccel));
     INFO(r.output);
     REQUIRE(r.status == 0);
     CHECK(r.output == fmt::format("mpirun -np 1{} -x ACCEL_MIXED_PRECISION=no -x ACCEL_GRADIENT_ACCUMULATION_STEPS=8 "
-                                  "-x ACCEL_USE_CPU=false -x ACCEL_BACKEND=ring {} exec-rank -- prog\n",
-                                  root_flag(), self));
+                                  "-x ACCEL_USE_CPU=false -x ACCEL_BACKEND=ring{} {} exec-rank -- prog\n",
+                                  root_flag(), omp_export(1), self));
   }
   SUBCASE("no program, or an option launch does not know, is an error") {
     Run r = run(fmt::format("{} launch --dry-run -n 2", kAccel));
@@ -230,7 +162,7 @@ TEST_CASE("a bad config file is refused with a message naming the key and the li
   Run r = run(fmt::format("{} launch --config_file {} --dry-run prog", kAccel, unknown));
   INFO(r.output);
   CHECK(r.status == 1);
-  CHECK(contains(r.output, fmt::format("{}:2: unknown key 'mixed_precison' (known keys: backend, environment, ", unknown)));
+  CHECK(contains(r.output, fmt::format("{}:2: unknown key 'mixed_precison' (known keys: backend, debug, environment, ", unknown)));
 
   const std::string bad_value = dir.write("value.yaml", "num_processes: 2\n\nmixed_precision: fp8\n");
   r = run(fmt::format("ACCEL_CONFIG_FILE={} {} launch --dry-run prog", bad_value, kAccel));

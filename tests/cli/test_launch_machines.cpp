@@ -86,7 +86,7 @@ TEST_CASE("mpirun_command puts the user's mpirun options before the settings and
   CHECK(shell_join(mpirun_command(request, HostFacts{1, true})) ==
         "mpirun -np 4 --oversubscribe --allow-run-as-root --hostfile /tmp/accel-hostfile-x --mca btl tcp,self "
         "-x ACCEL_MIXED_PRECISION=no -x ACCEL_GRADIENT_ACCUMULATION_STEPS=1 -x ACCEL_USE_CPU=false "
-        "-x ACCEL_BACKEND=auto /bin/accel exec-rank -- ./train --steps 3");
+        "-x ACCEL_BACKEND=auto -x OMP_NUM_THREADS=1 /bin/accel exec-rank -- ./train --steps 3");
 }
 
 TEST_CASE("split_arguments splits --mpirun_args like a shell") {
@@ -122,7 +122,7 @@ TEST_CASE("launch --dry-run with the machine flags: machine 0 prints the mpirun 
   const std::string hostfile = line.substr(before.size(), line.find(' ', before.size()) - before.size());
   CHECK(line.substr(before.size() + hostfile.size()) ==
         " -x ACCEL_MIXED_PRECISION=no -x ACCEL_GRADIENT_ACCUMULATION_STEPS=1 -x ACCEL_USE_CPU=false "
-        "-x ACCEL_BACKEND=auto /bin/accel exec-rank -- ./train\n");
+        "-x ACCEL_BACKEND=auto -x OMP_NUM_THREADS=1 /bin/accel exec-rank -- ./train\n");
   std::ifstream in(hostfile);
   std::stringstream text;
   text << in.rdbuf();

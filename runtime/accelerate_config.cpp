@@ -1,0 +1,139 @@
+// The Accelerate config file's keys mapped onto accel's: the values keep their nodes (and lines), so
+// config_file.cpp checks them with accel's own rules and messages.
+#include "runtime/accelerate_config.h"
+
+#include <fmt/format.h>
+
+#include <set>
+
+#include "kernels/error.h"
+#include "runtime/accelerate_names.h"
+
+namespace accel {
+
+namespace {
+
+[[noreturn]] void fail(const std::string& source, const YAML::Node& node, const std::string& message) {
+  throw Error(fmt::format("{}:{}: {}", source, node.Mark().line + 1, message));
+}
+
+std::string scalar_or_empty(const YAML::Node& node) { return node.IsScalar() ? node.Scalar() : ""; }
+
+// The keys of a mapping in file order; a key twice throws (yaml-cpp would keep the last silently).
+std::vector<std::pair<std::string, YAML::Node>> entries(const YAML::Node& map, const std::string& source) {
+  std::vector<std::pair<std::string, YAML::Node>> out;
+  std::set<std::string> seen;
+  for (const auto& entry : map) {
+    const std::string key = scalar_or_empty(entry.first);
+    if (!seen.insert(key).second) fail(source, entry.first, fmt::format("key '{}' appears twice", key));
+    out.emplace_back(key, entry.second);
+  }
+  return out;
+}
+
+// The keys that carry over unchanged, under the same name.
+const std::set<std::string>& same_keys() {
+  static const std::set<std::string> keys = {"num_processes",   "num_machines", "machine_rank",
+                                             "main_process_ip", "main_process_port", "use_cpu",
+                                             "mixed_precision", "debug",        "gradient_accumulation_steps"};
+  return keys;
+}
+
+// distributed_type: which block (if any) is read. Accelerate ignores the blocks of the other types too.
+std::string sharding_block(const YAML::Node& root, const std::string& source) {
+  const YAML::Node type = root["distributed_type"];
+  if (!type) return "";
+  const std::string text = scalar_or_empty(type);
+  if (text == "NO" || text == "MULTI_CPU" || text == "MULTI_GPU") return "";
+  if (text == "DEEPSPEED") return "deepspeed_config";
+  if (text == "FSDP") return "fsdp_config";
+  fail(source, type,
+       fmt::format("distributed_type '{}' has no equivalent in accel, which runs on CPUs and CUDA GPUs; expected "
+                   "NO, MULTI_CPU, MULTI_GPU, DEEPSPEED or FSDP",
+                   text));
+}
+
+void check_compute_environment(const YAML::Node& root, const std::string& source) {
+  const YAML::Node where = root["compute_environment"];
+  if (where && scalar_or_empty(where) != "LOCAL_MACHINE")
+    fail(source, where,
+         fmt::format("compute_environment '{}' is not one accel launches on; expected LOCAL_MACHINE",
+                     scalar_or_empty(where)));
+}
+
+// deepspeed_config: zero_stage and gradient_accumulation_steps; DeepSpeedPlugin's stage 2 when absent.
+void read_deepspeed(const YAML::Node& block, const std::string& source, AccelerateTranslation& out) {
+  out.accel_keys["zero_stage"] = 2;
+  for (const auto& [key, value] : entries(block, source)) {
+    if (key == "zero_stage" && !value.IsNull())
+      out.accel_keys["zero_stage"] = value;
+    else if (key == "gradient_accumulation_steps" && !value.IsNull())
+      out.accel_keys["gradient_accumulation_steps"] = value;
+    else
+      out.ignored_keys.push_back("deepspeed_config." + key);
+  }
+}
+
+// fsdp_config: the sharding strategy by name or number, or FSDP2's reshard flag; FULL_SHARD when absent.
+void read_fsdp(const YAML::Node& block, const std::string& source, AccelerateTranslation& out) {
+  std::string strategy = "FULL_SHARD";
+  bool named = false;
+  for (const auto& [key, value] : entries(block, source)) {
+    const std::string text = scalar_or_empty(value);
+    if (key == "fsdp_sharding_strategy" && !value.IsNull()) {
+      const std::optional<std::string> name = accelerate_sharding_strategy(text);
+      if (!name)
+        fail(source, value, fmt::format("fsdp_config.fsdp_sharding_strategy must be FULL_SHARD, SHARD_GRAD_OP, "
+                                        "NO_SHARD, HYBRID_SHARD or 1-4, got '{}'",
+                                        text));
+      strategy = *name, named = true;
+    } else if (key == "fsdp_reshard_after_forward" && !value.IsNull() && !named) {
+      // FSDP2 (fsdp_version: 2) writes this instead: true frees parameters after forward (FULL_SHARD).
+      const std::optional<bool> on = accelerate_switch(text);
+      const std::optional<std::string> name = accelerate_sharding_strategy(text);
+      if (!on && !name)
+        fail(source, value, fmt::format("fsdp_config.fsdp_reshard_after_forward must be true, false or a sharding "
+                                        "strategy, got '{}'",
+                                        text));
+      strategy = on ? (*on ? "FULL_SHARD" : "SHARD_GRAD_OP") : *name;
+    } else {
+      out.ignored_keys.push_back("fsdp_config." + key);
+    }
+  }
+  YAML::Node node(strategy);
+  out.accel_keys["fsdp_sharding_strategy"] = node;
+}
+
+}  // namespace
+
+bool is_accelerate_config(const YAML::Node& root) {
+  return root.IsMap() && (root["compute_environment"] || root["distributed_type"]);
+}
+
+AccelerateTranslation translate_accelerate_config(const YAML::Node& root, const std::string& source) {
+  AccelerateTranslation out;
+  out.accel_keys = YAML::Node(YAML::NodeType::Map);
+  check_compute_environment(root, source);
+  const std::string block = sharding_block(root, source);
+  for (const auto& [key, value] : entries(root, source)) {
+    if (key == "compute_environment" || key == "distributed_type") continue;  // read above
+    if (same_keys().count(key)) {
+      if (value.IsNull()) continue;  // Accelerate writes `main_process_ip: null` for "not set"
+      out.accel_keys[key] = value;
+    } else if (key == block && value.IsMap()) {
+      if (key == "deepspeed_config") read_deepspeed(value, source, out);
+      else read_fsdp(value, source, out);
+    } else {
+      out.ignored_keys.push_back(key);
+    }
+  }
+  // Several machines: accel's environment key says so (hostfile or machine flags at launch).
+  const YAML::Node& keys = out.accel_keys;  // const: looking a key up must not add it
+  const YAML::Node machines = keys["num_machines"];
+  int count = 1;
+  if (machines && machines.IsScalar() && YAML::convert<int>::decode(machines, count) && count > 1)
+    out.accel_keys["environment"] = "hosts";
+  return out;
+}
+
+}  // namespace accel

@@ -1,0 +1,89 @@
+// The alias table and the spellings of Accelerate's values.
+#include "runtime/accelerate_names.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <array>
+#include <cctype>
+
+#include "runtime/sharding_plugins.h"
+
+namespace accel {
+
+namespace {
+
+constexpr std::array<EnvironmentAlias, 6> kAliases{{
+    {"ACCELERATE_MIXED_PRECISION", "ACCEL_MIXED_PRECISION", nullptr, ""},
+    {"ACCELERATE_GRADIENT_ACCUMULATION_STEPS", "ACCEL_GRADIENT_ACCUMULATION_STEPS", nullptr, ""},
+    {"ACCELERATE_USE_CPU", "ACCEL_USE_CPU", nullptr, "switch"},
+    {"ACCELERATE_DEBUG_MODE", "ACCEL_DEBUG", nullptr, "switch"},
+    {"ACCELERATE_DEEPSPEED_ZERO_STAGE", "ACCEL_ZERO_STAGE", "ACCELERATE_USE_DEEPSPEED", ""},
+    {"FSDP_SHARDING_STRATEGY", "ACCEL_FSDP_SHARDING_STRATEGY", "ACCELERATE_USE_FSDP", "fsdp"},
+}};
+
+std::optional<std::string> value_of(const EnvironmentVariables& env, const std::string& name) {
+  const auto it = env.find(name);
+  return it == env.end() || it->second.empty() ? std::nullopt : std::optional<std::string>(it->second);
+}
+
+// The alias of accel_name that is in effect: set, its switch (if any) on, and accel_name unset.
+const EnvironmentAlias* alias_in_effect(const EnvironmentVariables& env, const std::string& accel_name) {
+  if (value_of(env, accel_name)) return nullptr;
+  for (const EnvironmentAlias& a : kAliases) {
+    if (accel_name != a.accel_name || !value_of(env, a.accelerate_name)) continue;
+    if (a.needs_switch && !accelerate_switch(value_of(env, a.needs_switch).value_or("")).value_or(false)) continue;
+    return &a;
+  }
+  return nullptr;
+}
+
+std::string spelled_for_accel(const EnvironmentAlias& alias, const std::string& text) {
+  if (std::string(alias.kind) == "switch") {
+    if (const std::optional<bool> on = accelerate_switch(text)) return *on ? "true" : "false";
+  } else if (std::string(alias.kind) == "fsdp") {
+    if (const std::optional<std::string> name = accelerate_sharding_strategy(text)) return *name;
+  }
+  return text;
+}
+
+}  // namespace
+
+std::span<const EnvironmentAlias> accelerate_environment_aliases() { return kAliases; }
+
+std::optional<bool> accelerate_switch(const std::string& text) {
+  std::string lower = text;
+  std::transform(lower.begin(), lower.end(), lower.begin(), [](unsigned char c) { return std::tolower(c); });
+  for (const char* yes : {"y", "yes", "t", "true", "on", "1"})
+    if (lower == yes) return true;
+  for (const char* no : {"n", "no", "f", "false", "off", "0"})
+    if (lower == no) return false;
+  return std::nullopt;
+}
+
+std::optional<std::string> accelerate_sharding_strategy(const std::string& text) {
+  // Accelerate numbers them from 1 in the order of torch's ShardingStrategy enum.
+  static constexpr std::array<const char*, 4> kByNumber{"FULL_SHARD", "SHARD_GRAD_OP", "NO_SHARD", "HYBRID_SHARD"};
+  if (text.size() == 1 && text[0] >= '1' && text[0] <= '4') return kByNumber[static_cast<size_t>(text[0] - '1')];
+  if (value_in(kShardingStrategyNames, text)) return text;
+  return std::nullopt;
+}
+
+std::optional<EnvironmentValue> setting_variable(const EnvironmentVariables& env, const std::string& accel_name) {
+  if (const std::optional<std::string> own = value_of(env, accel_name)) return EnvironmentValue{*own, accel_name};
+  const EnvironmentAlias* alias = alias_in_effect(env, accel_name);
+  if (!alias) return std::nullopt;
+  return EnvironmentValue{spelled_for_accel(*alias, *value_of(env, alias->accelerate_name)), alias->accelerate_name};
+}
+
+std::vector<std::string> accelerate_alias_notes(const EnvironmentVariables& env) {
+  std::vector<std::string> notes;
+  for (const EnvironmentAlias& a : kAliases) {
+    if (alias_in_effect(env, a.accel_name) != &a) continue;
+    notes.push_back(fmt::format("accel: reading {}={} as {} (Accelerate's name; {} wins when both are set)",
+                                a.accelerate_name, *value_of(env, a.accelerate_name), a.accel_name, a.accel_name));
+  }
+  return notes;
+}
+
+}  // namespace accel

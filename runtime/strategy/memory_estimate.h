@@ -1,0 +1,37 @@
+// The bytes one rank holds for parameters, gradients and optimizer state under plain data parallel
+// (stage 0) and ZeRO stages 1-3: ZeRO's f32 formulas with Adam (16Ψ; 4Ψ + 4Ψ + 8Ψ/N; 4Ψ + 12Ψ/N;
+// 16Ψ/N), plus what accel keeps besides (16-bit weight copies under bf16 and fp16, stage 1's averaged
+// grad slices). bench/zero_memory sets its measurements against the formula, and `accel
+// estimate-memory` prints what accel holds.
+#pragma once
+
+#include <cstdint>
+
+#include "autograd/mixed_precision.h"
+
+namespace accel {
+
+struct MemoryEstimate {
+  // ZeRO's formula, term by term (what bench/zero_memory compares its measurements with):
+  int64_t parameters = 0;       // the f32 master weights (stage 3: this rank's shard)
+  int64_t gradients = 0;        // f32, as the masters' (stages 2 and 3: this rank's shard)
+  int64_t optimizer_state = 0;  // f32 (stages 1-3: this rank's shard)
+  // What accel holds beyond the formula:
+  // bf16/fp16 only: the 16-bit copy of every parameter that autocast computes with. accel keeps
+  // them next to the f32 masters, whole on every rank at every stage (they are not sharded).
+  int64_t weight_copies = 0;
+  // Stage 1 only: the averaged slice of each unit's grads (4Ψ/N), a buffer of its own beside the
+  // full grads, which stage 1 keeps (stage 2 drops the full grads once they are sent).
+  int64_t averaged_grad_slices = 0;
+  int64_t formula_total() const { return parameters + gradients + optimizer_state; }
+  int64_t total() const { return formula_total() + weight_copies + averaged_grad_slices; }
+};
+
+// For Ψ = parameters (>= 0), ZeRO stage 0-3, N = ranks (>= 1) and the optimizer's state bytes per
+// parameter (8 for Adam and AdamW: two f32 moments; 4 for SGD with momentum; 0 for plain SGD).
+// A sharded amount is ceil(Ψ / N) elements per rank. Activations, buffers and the communication
+// buckets are not counted. Throws accel::Error naming the bad value.
+MemoryEstimate estimate_memory(int64_t parameters, int stage, int ranks, MixedPrecision precision,
+                               int optimizer_state_bytes_per_parameter = 8);
+
+}  // namespace accel

@@ -1,0 +1,247 @@
+// Accelerate's spellings read as accel's: ACCELERATE_* variables as their ACCEL_* names (ACCEL_* wins,
+// a note names each alias), the debug setting resolved like the others, the config files
+// `accelerate config` writes (the checked-in fixtures) read for their keys with a meaning here and the
+// others listed, and the per-rank memory formulas against hand-computed bytes.
+#include <doctest/doctest.h>
+
+#include <string>
+#include <vector>
+
+#include "accel.h"
+#include "runtime/accelerate_names.h"
+#include "runtime/config_file.h"
+#include "runtime/safetensors.h"
+#include "runtime/strategy/memory_estimate.h"
+
+using namespace accel;
+
+namespace {
+
+const std::string kFixtures = ACCEL_TEST_FIXTURES_DIR;
+const char* kNoFile = "/nonexistent/accel-test-accelerate.yaml";
+
+EnvironmentVariables env_of(std::initializer_list<std::pair<const std::string, std::string>> values) {
+  EnvironmentVariables env(values);
+  env["ACCEL_CONFIG_FILE"] = kNoFile;
+  return env;
+}
+
+}  // namespace
+
+TEST_CASE("ACCELERATE_* variables stand for their ACCEL_* names; ACCEL_* wins; Python's True/False read as switches") {
+  AcceleratorOptions o;
+  EffectiveSettings s = resolve_settings(o, env_of({{"ACCELERATE_MIXED_PRECISION", "bf16"},
+                                                    {"ACCELERATE_GRADIENT_ACCUMULATION_STEPS", "3"},
+                                                    {"ACCELERATE_USE_CPU", "True"},
+                                                    {"ACCELERATE_DEBUG_MODE", "true"}}));
+  CHECK(s.mixed_precision.value == MixedPrecision::bf16);
+  CHECK(s.mixed_precision.source == "environment ACCELERATE_MIXED_PRECISION");
+  CHECK(s.gradient_accumulation_steps.value == 3);
+  CHECK(s.cpu.value);
+  CHECK(s.debug.value);
+  CHECK(s.debug.source == "environment ACCELERATE_DEBUG_MODE");
+  CHECK(s.alias_notes == std::vector<std::string>{
+      "accel: reading ACCELERATE_MIXED_PRECISION=bf16 as ACCEL_MIXED_PRECISION (Accelerate's name; "
+      "ACCEL_MIXED_PRECISION wins when both are set)",
+      "accel: reading ACCELERATE_GRADIENT_ACCUMULATION_STEPS=3 as ACCEL_GRADIENT_ACCUMULATION_STEPS (Accelerate's "
+      "name; ACCEL_GRADIENT_ACCUMULATION_STEPS wins when both are set)",
+      "accel: reading ACCELERATE_USE_CPU=True as ACCEL_USE_CPU (Accelerate's name; ACCEL_USE_CPU wins when both are "
+      "set)",
+      "accel: reading ACCELERATE_DEBUG_MODE=true as ACCEL_DEBUG (Accelerate's name; ACCEL_DEBUG wins when both are "
+      "set)"});
+
+  // Both set: accel's own name, and no note for the alias it did not read.
+  s = resolve_settings(o, env_of({{"ACCELERATE_MIXED_PRECISION", "bf16"}, {"ACCEL_MIXED_PRECISION", "fp16"}}));
+  CHECK(s.mixed_precision.value == MixedPrecision::fp16);
+  CHECK(s.mixed_precision.source == "environment ACCEL_MIXED_PRECISION");
+  CHECK(s.alias_notes.empty());
+
+  // A bad value through the alias names the alias.
+  CHECK_THROWS_WITH_AS(resolve_settings(o, env_of({{"ACCELERATE_USE_CPU", "maybe"}})),
+                       "Accelerator: cpu 'maybe' from environment ACCELERATE_USE_CPU is not valid; expected true or "
+                       "false",
+                       Error);
+}
+
+TEST_CASE("Accelerate's ZeRO stage and FSDP strategy variables count only under their ACCELERATE_USE_* switch") {
+  AcceleratorOptions o;
+  EffectiveSettings s = resolve_settings(o, env_of({{"ACCELERATE_DEEPSPEED_ZERO_STAGE", "3"}}));
+  CHECK(s.zero_stage.value == 0);  // Accelerate ignores it without ACCELERATE_USE_DEEPSPEED, so do we
+  s = resolve_settings(o, env_of({{"ACCELERATE_DEEPSPEED_ZERO_STAGE", "3"}, {"ACCELERATE_USE_DEEPSPEED", "true"}}));
+  CHECK(s.zero_stage.value == 3);
+  CHECK(s.zero_stage.source == "environment ACCELERATE_DEEPSPEED_ZERO_STAGE");
+  s = resolve_settings(o, env_of({{"FSDP_SHARDING_STRATEGY", "2"}, {"ACCELERATE_USE_FSDP", "True"}}));
+  CHECK(s.zero_stage.value == 2);  // Accelerate's number 2 is SHARD_GRAD_OP
+  CHECK(s.sharding_via == "fsdp");
+  CHECK(s.zero_stage.source == "environment FSDP_SHARDING_STRATEGY, sharding_strategy SHARD_GRAD_OP");
+}
+
+TEST_CASE("accelerate_switch and accelerate_sharding_strategy read Accelerate's spellings") {
+  for (const char* yes : {"1", "True", "yes", "Y", "on", "t"}) CHECK(accelerate_switch(yes) == true);
+  for (const char* no : {"0", "False", "no", "N", "off", "f"}) CHECK(accelerate_switch(no) == false);
+  CHECK_FALSE(accelerate_switch("2").has_value());
+  CHECK(accelerate_sharding_strategy("1") == "FULL_SHARD");
+  CHECK(accelerate_sharding_strategy("2") == "SHARD_GRAD_OP");
+  CHECK(accelerate_sharding_strategy("3") == "NO_SHARD");
+  CHECK(accelerate_sharding_strategy("4") == "HYBRID_SHARD");
+  CHECK(accelerate_sharding_strategy("NO_SHARD") == "NO_SHARD");
+  CHECK_FALSE(accelerate_sharding_strategy("5").has_value());
+  CHECK_FALSE(accelerate_sharding_strategy("full_shard").has_value());
+}
+
+TEST_CASE("debug: code, then ACCEL_DEBUG, then the config file's debug, then off; on the settings line when on") {
+  AcceleratorOptions o;
+  EffectiveSettings s = resolve_settings(o, env_of({}));
+  CHECK_FALSE(s.debug.value);
+  CHECK(s.debug.source == "default");
+  CHECK(s.describe().find("debug") == std::string::npos);  // the default line stays as it was
+  s = resolve_settings(o, env_of({{"ACCEL_DEBUG", "1"}}));
+  CHECK(s.debug.value);
+  CHECK(s.describe().find(", debug=true (environment ACCEL_DEBUG)") != std::string::npos);
+  o.debug = false;
+  CHECK_FALSE(resolve_settings(o, env_of({{"ACCEL_DEBUG", "1"}})).debug.value);
+  CHECK(parse_config("debug: true\n", "t.yaml").debug);
+  CHECK_THROWS_WITH_AS(parse_config("debug: sometimes\n", "t.yaml"),
+                       "t.yaml:1: debug must be true or false, got 'sometimes'", Error);
+  ConfigFile c;
+  c.debug = true;
+  CHECK(parse_config(to_yaml(c), "round trip") == c);
+}
+
+TEST_CASE("an Accelerate MULTI_GPU config: its meaningful keys read, the others listed as ignored in file order") {
+  const ConfigFile c = load_config(kFixtures + "/accelerate/multi_gpu.yaml");
+  CHECK(c.origin.format == "accelerate");
+  CHECK(c.num_processes == 8);
+  CHECK(c.num_machines == 1);
+  CHECK(c.machine_rank == 0);
+  CHECK(c.mixed_precision == MixedPrecision::bf16);
+  CHECK_FALSE(c.use_cpu);
+  CHECK_FALSE(c.debug);
+  CHECK(c.zero_stage == 0);
+  CHECK(c.fsdp_sharding_strategy.empty());
+  CHECK(c.origin.ignored_keys == std::vector<std::string>{"downcast_bf16", "enable_cpu_affinity", "gpu_ids",
+                                                   "main_training_function", "rdzv_backend", "same_network",
+                                                   "tpu_env", "tpu_use_cluster", "tpu_use_sudo"});
+}
+
+TEST_CASE("an Accelerate DeepSpeed config gives the ZeRO stage and the accumulation steps") {
+  const ConfigFile c = load_config(kFixtures + "/accelerate/deepspeed.yaml");
+  CHECK(c.zero_stage == 2);
+  CHECK(c.gradient_accumulation_steps == 4);
+  CHECK(c.mixed_precision == MixedPrecision::fp16);
+  CHECK(c.num_processes == 4);
+  CHECK(c.origin.ignored_keys == std::vector<std::string>{
+      "deepspeed_config.gradient_clipping", "deepspeed_config.offload_optimizer_device",
+      "deepspeed_config.offload_param_device", "deepspeed_config.zero3_init_flag", "downcast_bf16",
+      "enable_cpu_affinity", "main_training_function", "rdzv_backend", "same_network", "tpu_env", "tpu_use_cluster",
+      "tpu_use_sudo"});
+}
+
+TEST_CASE("an Accelerate FSDP config on two machines: the numbered strategy, the machine keys, debug") {
+  const ConfigFile c = load_config(kFixtures + "/accelerate/fsdp_two_machines.yaml");
+  CHECK(c.fsdp_sharding_strategy == "SHARD_GRAD_OP");
+  CHECK(c.zero_stage == 0);
+  CHECK(c.environment == "hosts");
+  CHECK(c.num_machines == 2);
+  CHECK(c.machine_rank == 1);
+  CHECK(c.main_process_ip == "10.0.0.1");
+  CHECK(c.main_process_port == 29501);
+  CHECK(c.num_processes == 16);
+  CHECK(c.debug);
+  CHECK(c.origin.ignored_keys.size() == 18);
+  // The same values written in accel's format are the same config (the origin is not a value).
+  const ConfigFile written = parse_config(to_yaml(c), "written.yaml");
+  CHECK(written == c);
+  CHECK(written.origin.format == "accel");
+  CHECK(written.origin.ignored_keys.empty());
+  CHECK(c.origin.ignored_keys.front() == "downcast_bf16");
+  CHECK(c.origin.ignored_keys[2] == "fsdp_config.fsdp_activation_checkpointing");
+}
+
+TEST_CASE("Accelerate files: FSDP2's reshard flag, a block of another distributed_type, nulls, and what is refused") {
+  ConfigFile c = parse_config("distributed_type: FSDP\nfsdp_config:\n  fsdp_version: 2\n  fsdp_reshard_after_forward: false\n",
+                              "a.yaml");
+  CHECK(c.fsdp_sharding_strategy == "SHARD_GRAD_OP");
+  CHECK(c.origin.ignored_keys == std::vector<std::string>{"fsdp_config.fsdp_version"});
+  c = parse_config("distributed_type: FSDP\nfsdp_config:\n  fsdp_reshard_after_forward: true\n", "a.yaml");
+  CHECK(c.fsdp_sharding_strategy == "FULL_SHARD");
+  // A DeepSpeed block under MULTI_GPU means nothing to Accelerate either.
+  c = parse_config("distributed_type: MULTI_GPU\ndeepspeed_config:\n  zero_stage: 3\nmain_process_ip: null\n", "a.yaml");
+  CHECK(c.zero_stage == 0);
+  CHECK(c.main_process_ip.empty());
+  CHECK(c.origin.ignored_keys == std::vector<std::string>{"deepspeed_config"});
+  CHECK(parse_config("compute_environment: LOCAL_MACHINE\nmixed_precision: 'no'\n", "a.yaml").origin.format == "accelerate");
+
+  CHECK_THROWS_WITH_AS(parse_config("distributed_type: TPU\n", "a.yaml"),
+                       "a.yaml:1: distributed_type 'TPU' has no equivalent in accel, which runs on CPUs and CUDA GPUs; "
+                       "expected NO, MULTI_CPU, MULTI_GPU, DEEPSPEED or FSDP",
+                       Error);
+  CHECK_THROWS_WITH_AS(parse_config("compute_environment: AMAZON_SAGEMAKER\n", "a.yaml"),
+                       "a.yaml:1: compute_environment 'AMAZON_SAGEMAKER' is not one accel launches on; expected "
+                       "LOCAL_MACHINE",
+                       Error);
+  CHECK_THROWS_WITH_AS(parse_config("distributed_type: NO\nnum_processes: 2\nnum_processes: 3\n", "a.yaml"),
+                       "a.yaml:3: key 'num_processes' appears twice", Error);
+  // Accel's own checks and lines apply to the values read.
+  CHECK_THROWS_WITH_AS(parse_config("distributed_type: NO\n\nnum_processes: 0\n", "a.yaml"),
+                       "a.yaml:3: num_processes must be an integer >= 1, got '0'", Error);
+  CHECK_THROWS_WITH_AS(parse_config("distributed_type: NO\nmixed_precision: fp8\n", "a.yaml"),
+                       "a.yaml:2: mixed_precision must be one of no, fp16, bf16, got 'fp8'", Error);
+  CHECK_THROWS_WITH_AS(parse_config("distributed_type: FSDP\nfsdp_config:\n  fsdp_sharding_strategy: 7\n", "a.yaml"),
+                       doctest::Contains("a.yaml:3: fsdp_config.fsdp_sharding_strategy must be FULL_SHARD"), Error);
+  // accel's own format stays strict: an Accelerate key without the markers is an unknown key.
+  CHECK_THROWS_WITH_AS(parse_config("num_processes: 2\ngpu_ids: all\n", "a.yaml"),
+                       doctest::Contains("a.yaml:2: unknown key 'gpu_ids'"), Error);
+}
+
+TEST_CASE("estimate_memory: ZeRO's formulas for f32 Adam, and what accel holds beyond them") {
+  const int64_t psi = 124'439'808;  // GPT-2 small
+  MemoryEstimate m = estimate_memory(psi, 0, 1, MixedPrecision::no);
+  CHECK(m.parameters == 497'759'232);        // 4 Ψ
+  CHECK(m.gradients == 497'759'232);         // 4 Ψ
+  CHECK(m.optimizer_state == 995'518'464);   // 8 Ψ
+  CHECK(m.weight_copies == 0);
+  CHECK(m.total() == 1'991'036'928);         // 16 Ψ
+  CHECK(estimate_memory(psi, 0, 8, MixedPrecision::no).total() == 1'991'036'928);  // DDP: N does not matter
+  m = estimate_memory(psi, 1, 4, MixedPrecision::no);  // 4Ψ + 4Ψ + 8Ψ/4
+  CHECK(m.parameters == 497'759'232);
+  CHECK(m.gradients == 497'759'232);
+  CHECK(m.optimizer_state == 248'879'616);
+  CHECK(m.formula_total() == 1'244'398'080);
+  CHECK(m.averaged_grad_slices == 124'439'808);  // accel's stage 1 also keeps the 4Ψ/4 averaged slices
+  CHECK(m.total() == 1'368'837'888);
+  m = estimate_memory(psi, 2, 8, MixedPrecision::no);  // 4Ψ + 12Ψ/8
+  CHECK(m.averaged_grad_slices == 0);
+  CHECK(m.parameters == 497'759'232);
+  CHECK(m.gradients == 62'219'904);
+  CHECK(m.optimizer_state == 124'439'808);
+  m = estimate_memory(psi, 3, 8, MixedPrecision::no);  // 16Ψ/8
+  CHECK(m.total() == 248'879'616);
+  m = estimate_memory(psi, 3, 8, MixedPrecision::bf16);  // + 2Ψ of copies, not sharded
+  CHECK(m.weight_copies == 248'879'616);
+  CHECK(m.total() == 497'759'232);
+  CHECK(estimate_memory(psi, 0, 1, MixedPrecision::fp16).total() == 2'239'916'544);  // 18 Ψ
+  CHECK(estimate_memory(psi, 0, 1, MixedPrecision::no, 4).optimizer_state == 497'759'232);  // SGD momentum
+  m = estimate_memory(10, 3, 4, MixedPrecision::no);  // a shard is ceil(10 / 4) = 3 elements
+  CHECK(m.parameters == 12);
+  CHECK(m.optimizer_state == 24);
+  CHECK_THROWS_AS(estimate_memory(psi, 4, 1, MixedPrecision::no), Error);
+  CHECK_THROWS_AS(estimate_memory(psi, 0, 0, MixedPrecision::no), Error);
+}
+
+TEST_CASE("load_safetensors_header lists the tensors without reading them, and counts their elements") {
+  const std::string path = kFixtures + "/multi.safetensors";
+  const SafetensorsHeader header = load_safetensors_header(path);
+  const SafetensorsContents contents = load_safetensors(path);
+  REQUIRE(header.tensors.size() == contents.tensors.size());
+  int64_t count = 0;
+  for (size_t i = 0; i < header.tensors.size(); ++i) {
+    CHECK(header.tensors[i].name == contents.tensors[i].first);
+    CHECK(header.tensors[i].shape == contents.tensors[i].second.shape());
+    CHECK(header.tensors[i].dtype == contents.tensors[i].second.dtype());
+    count += contents.tensors[i].second.numel();
+  }
+  CHECK(header.element_count() == count);
+  CHECK(count > 0);
+  CHECK_THROWS_AS(load_safetensors_header("/nonexistent.safetensors"), Error);
+}
