@@ -50,6 +50,7 @@ Accelerator::Accelerator(AcceleratorOptions options)
       project_(options.project_configuration),
       trackers_(std::make_unique<Trackers>(settings_.log_with.value, user_trackers(options), is_main_process())) {
   set_deterministic_mode(settings_.deterministic.value);
+  set_collective_checks(settings_.debug.value);
   build_training_parts();
   if (options.print_settings && is_main_process()) print_settings();
   // Once per process: a program may build several Accelerators (a test, a sweep).
