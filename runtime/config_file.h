@@ -26,6 +26,10 @@ struct ConfigFileOrigin {
   bool operator==(const ConfigFileOrigin&) const { return true; }
 };
 
+// How long a collective may wait before the job is ended with a stall report (docs/debugging.md).
+inline constexpr int kDefaultTimeoutSeconds = 600;
+inline constexpr int kMaxTimeoutSeconds = 30 * 24 * 3600;
+
 struct ConfigFile {
   // Where the job runs: "local" (this machine), "hosts" (several machines: hostfile or machine
   // flags), or "slurm" (inside a SLURM allocation).
@@ -48,6 +52,8 @@ struct ConfigFile {
   std::vector<std::string> log_with;
   // Debug mode: extra checks that cost time (the collectives' pre-checks); ACCEL_DEBUG for the ranks.
   bool debug = false;
+  // Seconds a collective may take before the watchdog reports a stall and ends the job (ACCEL_TIMEOUT).
+  int timeout = kDefaultTimeoutSeconds;
 
   // Where the values came from (not a value: two configs with the same values are equal).
   ConfigFileOrigin origin;

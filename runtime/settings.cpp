@@ -91,6 +91,12 @@ std::optional<int> parse_positive_int(const std::string& s) {
   return std::nullopt;
 }
 
+std::optional<int> parse_timeout(const std::string& s) {
+  const std::optional<int> seconds = parse_positive_int(s);
+  if (!seconds || *seconds > kMaxTimeoutSeconds) return std::nullopt;
+  return seconds;
+}
+
 std::optional<double> parse_positive_number(const std::string& s) {
   try {
     size_t used = 0;
@@ -224,10 +230,10 @@ std::string describe_trackers(const EffectiveSettings& s) {
 std::string EffectiveSettings::describe() const {
   return fmt::format(
       "mixed_precision={} ({}), grad_comm_dtype={} ({}), cpu={} ({}), gradient_accumulation_steps={} ({}), "
-      "backend={} ({}), bucket_cap_mb={} ({}){}{}{}{}{}",
+      "backend={} ({}), bucket_cap_mb={} ({}), timeout={}s ({}){}{}{}{}{}",
       name_of(mixed_precision.value), mixed_precision.source, name_of(grad_comm_dtype.value), grad_comm_dtype.source,
       cpu.value, cpu.source, gradient_accumulation_steps.value, gradient_accumulation_steps.source,
-      name_of(backend.value), backend.source, bucket_cap_mb.value, bucket_cap_mb.source,
+      name_of(backend.value), backend.source, bucket_cap_mb.value, bucket_cap_mb.source, timeout.value, timeout.source,
       // Named once chosen: a start-up line without it means the default, off.
       deterministic.source == "default"
           ? ""
@@ -288,6 +294,11 @@ EffectiveSettings resolve_settings(const AcceleratorOptions& o, const Env& env) 
       {"debug", "ACCEL_DEBUG", o.debug ? std::optional<std::string>(*o.debug ? "true" : "false") : std::nullopt,
        from_file([](const ConfigFile& c) { return std::string(c.debug ? "true" : "false"); }), "false", parse_switch,
        "1, 0, true or false"},
+      env);
+  s.timeout = resolve<int>(
+      {"timeout", "ACCEL_TIMEOUT", o.timeout ? std::optional<std::string>(std::to_string(*o.timeout)) : std::nullopt,
+       from_file([](const ConfigFile& c) { return std::to_string(c.timeout); }), std::to_string(kDefaultTimeoutSeconds),
+       parse_timeout, fmt::format("a whole number of seconds in [1, {}]", kMaxTimeoutSeconds)},
       env);
   resolve_sharding(o, env, file, s);
   resolve_trackers(o, env, file, s);

@@ -67,6 +67,10 @@ struct AcceleratorOptions {
   // that every rank calls the same collective with matching shapes (ACCEL_DEBUG=1, config file
   // `debug`, `accel launch --debug`; default off).
   std::optional<bool> debug;
+  // Seconds one collective may wait for the other ranks (ACCEL_TIMEOUT, config file `timeout`,
+  // `accel launch --timeout`; default 600). Then a watchdog compares the ranks' ledgers, prints who
+  // waits where, and ends the job (docs/debugging.md).
+  std::optional<int> timeout;
   // Sharded data parallelism (docs/zero.md): ZeRO stage 1, 2 or 3 through DeepSpeed's names, or FSDP's
   // sharding strategies (FULL_SHARD is stage 3, SHARD_GRAD_OP stage 2). At most one of the two
   // (ACCEL_ZERO_STAGE, ACCEL_FSDP_SHARDING_STRATEGY). Neither: plain data parallel.
@@ -110,6 +114,7 @@ struct EffectiveSettings {
   Setting<double> bucket_cap_mb;
   Setting<bool> deterministic;
   Setting<bool> debug;
+  Setting<int> timeout;
   // OpenMP threads each op may use here (omp_get_max_threads when the settings were resolved), and
   // where the count came from ("environment OMP_NUM_THREADS" or "OpenMP default"). Not a setting
   // accel resolves: `accel launch` sets OMP_NUM_THREADS, the OpenMP runtime reads it. The start-up

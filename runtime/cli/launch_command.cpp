@@ -52,6 +52,9 @@ LaunchCommand::LaunchCommand(CLI::App& app) {
                       "OMP_NUM_THREADS for every rank (default: your OMP_NUM_THREADS, else usable CPUs / ranks "
                       "per machine)")
       ->check(CLI::PositiveNumber);
+  launch_->add_option("--timeout", timeout_, "Seconds a collective may wait for the others before the job ends "
+                      "with a report of where each rank is (default 600)")
+      ->check(CLI::Range(1, kMaxTimeoutSeconds));
   launch_->add_flag("--debug", debug_, "Debug mode for every rank (ACCEL_DEBUG=1): the collectives' pre-checks");
   launch_->add_flag("-q,--quiet", quiet_, "No notes from accel launch itself (the ranks' output is unchanged)");
   // Accelerate's words that mean nothing more here, accepted so its command lines run.
@@ -94,6 +97,7 @@ LaunchRequest LaunchCommand::request(const std::vector<std::string>& after_separ
   if (cpu_) c.use_cpu = true;
   if (accumulation_) c.gradient_accumulation_steps = accumulation_;
   if (debug_) c.debug = true;
+  if (timeout_ > 0) c.timeout = timeout_;
   apply_sharding_flags(c);
   if (!log_with_.empty()) {
     const std::optional<std::vector<std::string>> trackers = parse_tracker_list(log_with_);

@@ -31,6 +31,7 @@ class LaunchCommand {
   std::string config_path_, hostfile_, main_ip_, precision_, mpirun_args_, fsdp_strategy_, log_with_;
   int num_processes_ = 0, num_machines_ = 0, machine_rank_ = -1, port_ = -1, accumulation_ = 0;
   int cpu_threads_ = 0;
+  int timeout_ = 0;  // 0: not given
   double rendezvous_timeout_ = 300;
   bool cpu_ = false, dry_run_ = false, use_deepspeed_ = false, use_fsdp_ = false;
   bool multi_gpu_ = false, module_ = false, quiet_ = false, debug_ = false;

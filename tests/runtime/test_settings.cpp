@@ -62,7 +62,7 @@ TEST_CASE("a choice in code may be the enum or its name; resolved settings are t
   CHECK(s.describe() ==
         "mixed_precision=bf16 (code), grad_comm_dtype=compute (environment ACCEL_GRAD_COMM_DTYPE), cpu=true "
         "(environment ACCEL_USE_CPU), gradient_accumulation_steps=4 (code), backend=ring (code), bucket_cap_mb=25 "
-        "(default)");
+        "(default), timeout=600s (default)");
   o.mixed_precision = MixedPrecision::fp8;  // known, not offered: the same message as a misspelling
   CHECK_THROWS_WITH_AS(resolve_settings(o, env),
                        "Accelerator: mixed_precision 'fp8' from code is not valid; expected no, fp16 or bf16", Error);
@@ -95,7 +95,7 @@ TEST_CASE("deterministic: code, then ACCEL_DETERMINISTIC (1/0/true/false), then 
   CHECK(s.describe() ==
         "mixed_precision=no (default), grad_comm_dtype=f32 (default), cpu=false (default), "
         "gradient_accumulation_steps=1 (default), backend=auto (default), bucket_cap_mb=25 (default), "
-        "deterministic=true (environment ACCEL_DETERMINISTIC)");
+        "timeout=600s (default), deterministic=true (environment ACCEL_DETERMINISTIC)");
   CHECK(resolve_settings(o, env_with("true")).deterministic.value);
   CHECK_FALSE(resolve_settings(o, env_with("0")).deterministic.value);
 
@@ -110,4 +110,24 @@ TEST_CASE("deterministic: code, then ACCEL_DETERMINISTIC (1/0/true/false), then 
                        "Accelerator: deterministic 'yes' from environment ACCEL_DETERMINISTIC is not valid; expected "
                        "1, 0, true or false",
                        Error);
+}
+
+TEST_CASE("timeout: code, then ACCEL_TIMEOUT, then the config file, then 600 s; always on the start-up line") {
+  AcceleratorOptions o;
+  auto env_with = [](const char* value) {
+    return EnvironmentVariables{{"ACCEL_CONFIG_FILE", "/nonexistent/accel-test-settings.yaml"}, {"ACCEL_TIMEOUT", value}};
+  };
+  EffectiveSettings s = resolve_settings(o, env_with(""));
+  CHECK(s.timeout.value == 600);
+  CHECK(s.timeout.source == "default");
+  CHECK(s.describe().find(", timeout=600s (default)") != std::string::npos);
+  s = resolve_settings(o, env_with("45"));
+  CHECK(s.timeout.value == 45);
+  CHECK(s.timeout.source == "environment ACCEL_TIMEOUT");
+  o.timeout = 7;
+  CHECK(resolve_settings(o, env_with("45")).timeout.value == 7);
+  o.timeout.reset();
+  CHECK_THROWS_WITH_AS(resolve_settings(o, env_with("0")), doctest::Contains("timeout '0' from environment ACCEL_TIMEOUT is not valid"), Error);
+  CHECK_THROWS_WITH_AS(resolve_settings(o, env_with("3000000")),
+                       doctest::Contains("a whole number of seconds in [1, 2592000]"), Error);
 }
