@@ -46,7 +46,7 @@ inline constexpr int kNoColor = -1;
 // (the `site` default argument), or a name an internal caller passes ("reducer bucket 3").
 class Communicator {
  public:
-  virtual ~Communicator() = default;
+  virtual ~Communicator() { retire_ledger(std::move(ledger_)); }
   Communicator() : ledger_(make_ledger("world")) {}
   Communicator(const Communicator&) = delete;
   Communicator& operator=(const Communicator&) = delete;

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <deque>
 #include <cstdlib>
 #include <string_view>
 
@@ -92,6 +93,10 @@ std::vector<std::weak_ptr<CollectiveLedger>>& registry() {
   static auto* ledgers = new std::vector<std::weak_ptr<CollectiveLedger>>();  // never destroyed: used at exit
   return *ledgers;
 }
+std::deque<std::shared_ptr<CollectiveLedger>>& retired() {
+  static auto* ledgers = new std::deque<std::shared_ptr<CollectiveLedger>>();  // never destroyed: used at exit
+  return *ledgers;
+}
 std::atomic<bool> g_checks{false};
 }  // namespace
 
@@ -110,6 +115,17 @@ std::vector<std::shared_ptr<const CollectiveLedger>> live_ledgers() {
   for (const auto& weak : registry())
     if (auto ledger = weak.lock()) out.push_back(ledger);
   return out;
+}
+
+void retire_ledger(std::shared_ptr<CollectiveLedger> ledger) {
+  std::lock_guard lock(g_registry_mutex);
+  retired().push_back(std::move(ledger));
+  if (retired().size() > 64) retired().pop_front();
+}
+
+std::vector<std::shared_ptr<const CollectiveLedger>> retired_ledgers() {
+  std::lock_guard lock(g_registry_mutex);
+  return {retired().begin(), retired().end()};
 }
 
 void set_collective_checks(bool on) { g_checks = on; }

@@ -58,6 +58,10 @@ class CollectiveLedger {
 // Every live ledger of this process, for the watchdog. Ledgers register themselves while they exist.
 std::vector<std::shared_ptr<const CollectiveLedger>> live_ledgers();
 std::shared_ptr<CollectiveLedger> make_ledger(std::string name);
+// A communicator's ledger once the communicator is gone: kept (the newest 64) so that a rank that is
+// leaving can still say which collectives it made, e.g. after its Accelerator has ended.
+void retire_ledger(std::shared_ptr<CollectiveLedger> ledger);
+std::vector<std::shared_ptr<const CollectiveLedger>> retired_ledgers();
 
 // Nanoseconds on the steady clock (the ledger's time base).
 int64_t steady_ns();

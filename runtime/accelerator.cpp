@@ -51,6 +51,13 @@ Accelerator::Accelerator(AcceleratorOptions options)
       trackers_(std::make_unique<Trackers>(settings_.log_with.value, user_trackers(options), is_main_process())) {
   set_deterministic_mode(settings_.deterministic.value);
   set_collective_checks(settings_.debug.value);
+  if (num_processes() > 1) {
+    install_failure_naming(process_index(), run_directory());
+    watchdog_ = std::make_unique<Watchdog>(WatchdogOptions{.rank = process_index(),
+                                                           .world_size = num_processes(),
+                                                           .timeout_s = static_cast<double>(settings_.timeout.value),
+                                                           .run_dir = run_directory()});
+  }
   build_training_parts();
   if (options.print_settings && is_main_process()) print_settings();
   // Once per process: a program may build several Accelerators (a test, a sweep).

@@ -29,6 +29,7 @@
 #include "runtime/checkpoint_io.h"
 #include "runtime/data_loader.h"
 #include "runtime/environment.h"
+#include "runtime/faults/watchdog.h"
 #include "runtime/gradient_accumulation.h"
 #include "runtime/gradient_state.h"
 #include "runtime/precision/loss_scaler.h"
@@ -446,6 +447,8 @@ class Accelerator {
   std::future<void> pending_save_;
   // Its snapshot, whose host buffers the next async save copies into once the write is done.
   std::shared_ptr<const CheckpointSnapshot> async_snapshot_;
+  // With several processes: reports a collective that stalls past settings().timeout and ends the job.
+  std::unique_ptr<Watchdog> watchdog_;
 };
 
 }  // namespace accel

@@ -30,6 +30,8 @@ int64_t op_code(const char* op) {
     if (std::string_view(op) == kCheckedOps[i]) return static_cast<int64_t>(i);
   throw Error(fmt::format("CheckedCollectives: '{}' is not a checked collective", op));
 }
+// The ledger's site: the Accelerator call and the user's line, "Accelerator::gather at train.cpp:120".
+CallSite served(const char* op, const CallSite& site) { return fmt::format("Accelerator::{} at {}", op, site.str()); }
 }  // namespace
 
 std::vector<CheckedCollectives::TensorInfo> CheckedCollectives::exchange_info(const char* op, const Tensor& t, int64_t extra) {
@@ -138,13 +140,13 @@ Tensor CheckedCollectives::gather_rows(const char* op, const Tensor& tensor, int
 }
 
 Tensor CheckedCollectives::gather(const Tensor& tensor, const CallSite& site) {
-  site_ = site;
+  site_ = served("gather", site);
   if (!env_.comm()) return tensor.defined() && tensor.dim() == 0 ? nograd::reshape(tensor, {1}) : tensor;
   return gather_rows("gather", tensor, 0);
 }
 
 Tensor CheckedCollectives::gather_for_metrics(const Tensor& tensor, const CallSite& site) {
-  site_ = site;
+  site_ = served("gather_for_metrics", site);
   // One process keeps its short last batch and never pads.
   if (!env_.comm()) return tensor.defined() && tensor.dim() == 0 ? nograd::reshape(tensor, {1}) : tensor;
   return gather_rows("gather_for_metrics", tensor, gradient_state_->padding);
@@ -154,12 +156,12 @@ Tensor CheckedCollectives::gather_for_metrics(const Tensor& tensor, const CallSi
 // that finds a bad argument locally and throws would leave the others waiting in the exchange.
 
 Tensor CheckedCollectives::reduce(const Tensor& tensor, ReduceOp op, const CallSite& site) {
-  site_ = site;
+  site_ = served("reduce", site);
   return reduce_as(tensor, static_cast<int64_t>(op), reduce_op_name(op));
 }
 
 Tensor CheckedCollectives::reduce(const Tensor& tensor, const std::string& reduction, const CallSite& site) {
-  site_ = site;
+  site_ = served("reduce", site);
   const int64_t code = reduction == "sum"    ? static_cast<int64_t>(ReduceOp::sum)
                        : reduction == "mean" ? static_cast<int64_t>(ReduceOp::avg)
                                              : kUnsupported;
@@ -187,7 +189,7 @@ Tensor CheckedCollectives::reduce_as(const Tensor& tensor, int64_t code, const s
 }
 
 Tensor CheckedCollectives::broadcast(const Tensor& tensor, int from, const CallSite& site) {
-  site_ = site;
+  site_ = served("broadcast", site);
   const int n = env_.world_size();
   if (env_.comm()) {
     const std::vector<TensorInfo> infos = exchange_info("broadcast", tensor, from);
@@ -210,7 +212,7 @@ Tensor CheckedCollectives::broadcast(const Tensor& tensor, int from, const CallS
 
 Tensor CheckedCollectives::pad_across_processes(const Tensor& tensor, int64_t dim, double pad_index, bool pad_first,
                                                  const CallSite& site) {
-  site_ = site;
+  site_ = served("pad_across_processes", site);
   const char* op = "pad_across_processes";
   std::vector<TensorInfo> infos;
   if (env_.comm()) {

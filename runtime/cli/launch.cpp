@@ -210,7 +210,38 @@ int launch_machine_flags(const LaunchRequest& request, const HostFacts& host, bo
 
 }  // namespace
 
+namespace {
+// A directory the job's ranks on this machine share for stall reports and the first failure
+// (ACCEL_RUN_DIR, which mpirun's local ranks inherit); removed after the job.
+class RunDirectory {
+ public:
+  RunDirectory() {
+    std::string pattern = (std::filesystem::temp_directory_path() / "accel-run-XXXXXX").string();
+    if (mkdtemp(pattern.data()) == nullptr)
+      throw Error(fmt::format("accel launch: cannot create a run directory like {}: {}", pattern, std::strerror(errno)));
+    path_ = pattern;
+    setenv("ACCEL_RUN_DIR", path_.c_str(), 1);
+  }
+  ~RunDirectory() {
+    unsetenv("ACCEL_RUN_DIR");
+    std::error_code ignored;
+    std::filesystem::remove_all(path_, ignored);
+  }
+  // The first failure a rank wrote ("accel: rank R (host, pid P) failed: ..."), or "".
+  std::string first_failure() const {
+    std::ifstream in(path_ + "/failure.txt");
+    std::string line;
+    std::getline(in, line);
+    return line;
+  }
+
+ private:
+  std::string path_;
+};
+}  // namespace
+
 int run_job(const std::vector<std::string>& mpirun_argv, std::ostream& log) {
+  RunDirectory run_dir;
   // mpirun answers a SIGTERM by killing the ranks a second later, too soon for a checkpoint; it passes
   // SIGUSR2 on to every rank instead, whose wrapper turns it back into the SIGTERM the program expects.
   // A SIGINT goes to mpirun as it is: it ends the job. Either way no rank outlives the launcher.
@@ -221,6 +252,8 @@ int run_job(const std::vector<std::string>& mpirun_argv, std::ostream& log) {
                        status);
   else if (status != 0)
     log << fmt::format("accel launch: the job failed (mpirun exited with status {})\n", status);
+  if (status != 0 && !run_dir.first_failure().empty())
+    log << "accel launch: the first failure: " << run_dir.first_failure().substr(std::string("accel: ").size()) << "\n";
   return status;
 }
 
