@@ -48,6 +48,8 @@ struct ConfigFile {
   std::vector<std::string> log_with;
   // Debug mode: extra checks that cost time (the collectives' pre-checks); ACCEL_DEBUG for the ranks.
   bool debug = false;
+  // The first-step sanity report (key `sanity_check`); ACCEL_CHECK for the ranks.
+  bool sanity_check = false;
 
   // Where the values came from (not a value: two configs with the same values are equal).
   ConfigFileOrigin origin;

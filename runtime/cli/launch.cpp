@@ -33,6 +33,7 @@ std::vector<std::pair<std::string, std::string>> settings_environment(const Conf
   if (!c.fsdp_sharding_strategy.empty()) out.emplace_back("ACCEL_FSDP_SHARDING_STRATEGY", c.fsdp_sharding_strategy);
   if (!c.log_with.empty()) out.emplace_back("ACCEL_LOG_WITH", fmt::format("{}", fmt::join(c.log_with, ",")));
   if (c.debug) out.emplace_back("ACCEL_DEBUG", "1");
+  if (c.sanity_check) out.emplace_back("ACCEL_CHECK", "1");
   return out;
 }
 
