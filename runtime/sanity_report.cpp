@@ -112,17 +112,19 @@ std::vector<SanityReport::Watched> SanityReport::watched_for(const optim::Optimi
     const auto it = names.find(p.impl());
     watched.push_back({it != names.end() ? it->second : fmt::format("optimizer parameter {}", i), p});
   }
-  if (first) {  // the parameters no optimizer holds, once
+  if (first) {  // the parameters no optimizer holds (frozen ones too: they are what a frozen layer is), once
     std::unordered_set<const TensorImpl*> in_optimizers;
     for (const PreparedOptimizer& prepared : parts_.optimizers)
       if (auto opt = prepared.optimizer.lock())
         for (const Tensor& p : opt->params()) in_optimizers.insert(p.impl());
     for (const auto& [name, p] : prepared_named_parameters(parts_.models))
-      if (p.requires_grad() && !in_optimizers.count(p.impl()) && seen.insert(p.impl()).second)
-        watched.push_back({name, p, false});
+      if (!in_optimizers.count(p.impl()) && seen.insert(p.impl()).second) watched.push_back({name, p, false});
   }
   for (Watched& w : watched) {
-    w.got_grad = w.param.requires_grad() && w.param.grad().defined();
+    // Sharded strategies may keep a unit's grads only as this rank's shard grad: that counts.
+    w.got_grad = w.param.requires_grad() &&
+                 (w.param.grad().defined() ||
+                  (!parts_.strategy->grads_replicated() && !parts_.strategy->local_grads({w.param}).empty()));
     w.hashable = holds_whole_value(w.param);
     if (w.hashable) w.before = hash_of(w.param);
   }
@@ -199,14 +201,16 @@ void SanityReport::after_update(const optim::Optimizer& optimizer) {
   if (in_progress_ != &optimizer) return;
   bool skipped_values = false;
   for (const Watched& w : watched_) {
-    if (!w.hashable) {
+    if (!w.hashable || !holds_whole_value(w.param)) {
       skipped_values = true;
       continue;
     }
-    if (hash_of(w.param) != w.before)
-      continue;
+    if (hash_of(w.param) != w.before) continue;
     finding(fmt::format("{} did not change in the optimizer step{}", w.name,
-                        !w.in_optimizer ? " (no optimizer holds it)" : !w.got_grad ? " (no gradient)" : ""));
+                        !w.param.requires_grad() ? (w.in_optimizer ? " (frozen)" : " (frozen, and no optimizer holds it)")
+                        : !w.in_optimizer      ? " (no optimizer holds it)"
+                        : !w.got_grad          ? " (no gradient)"
+                                               : ""));
   }
   if (skipped_values)
     note(fmt::format("{} holds parameters sharded outside forward: the did-not-change check does not apply",
