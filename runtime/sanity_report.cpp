@@ -170,8 +170,8 @@ void SanityReport::before_update(const optim::Optimizer& optimizer) {
   if (checked_.count(&optimizer) || in_progress_) return;
   const bool first = checked_.empty();
   if (first) {
-    report_coverage();
     report_dtypes();
+    report_coverage();
   }
   watched_ = watched_for(optimizer, first);
   for (const Watched& w : watched_)
