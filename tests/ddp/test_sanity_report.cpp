@@ -20,6 +20,8 @@ struct StepSpec {
   std::function<void(Accelerator&, nn::Module&)> after_backward = [](Accelerator&, nn::Module&) {};
   AcceleratorOptions options = test::options();
   int micro_steps = 1;
+  // A leaf of no model that the optimizer holds too.
+  bool stray_optimizer_parameter = false;
 };
 
 struct StepResult {
@@ -41,6 +43,7 @@ StepResult first_step(StepSpec spec) {
     if (named_in(name, spec.frozen)) p.requires_grad_(false);
     if (!named_in(name, spec.left_out) && !named_in(name, spec.frozen)) params.push_back(p);
   }
+  if (spec.stray_optimizer_parameter) params.push_back(zeros({3}).requires_grad_());
   auto optimizer = make_optimizer("sgd", params);
   for (auto [name, p] : model->named_parameters())
     if (named_in(name, spec.frozen_after_optimizer)) p.requires_grad_(false);
@@ -88,6 +91,51 @@ TEST_CASE("sanity report: a parameter left out of the optimizer, by name") {
   CHECK(has_line(r.findings, "4.bias is in no prepared optimizer: it requires a gradient but nothing updates it"));
   CHECK(has_line(r.findings, "4.bias did not change in the optimizer step (no optimizer holds it)"));
   CHECK(r.findings.size() == 2);
+}
+
+TEST_CASE("sanity report: an optimizer parameter in no prepared model") {
+  const StepResult r = first_step({.stray_optimizer_parameter = true});
+  INFO(joined(r.lines));
+  CHECK(has_line(r.findings, "parameter 6 of optimizer 0 (Tensor(f32, cpu, [3])) is in no prepared model"));
+  CHECK(has_line(r.findings, "optimizer parameter 6 got no gradient (it took no part in the loss)"));
+  CHECK(has_line(r.findings, "optimizer parameter 6 did not change in the optimizer step (no gradient)"));
+  CHECK(r.findings.size() == 3);
+}
+
+TEST_CASE("sanity report: bf16 names the compute dtype; the masters, their grads and the state stay f32") {
+  StepSpec spec;
+  spec.options.mixed_precision = "bf16";
+  const StepResult r = first_step(spec);
+  INFO(joined(r.lines));
+  CHECK(r.findings.empty());
+  CHECK(has_line(r.lines, "dtypes: parameters f32, gradients f32 (all-reduced in f32), matmuls bf16 (the precision "
+                          "policy's compute dtype; mixed precision bf16)"));
+  CHECK(has_line(r.lines, "optimizer 0 (SGD): state f32"));
+}
+
+TEST_CASE("sanity report: two models with an optimizer each are checked at each one's first step, named model_1.") {
+  AcceleratorOptions o = options();
+  o.check = true;
+  Accelerator accelerator(o);
+  auto first = make_mlp(1), second = make_mlp(2);
+  std::vector<Tensor> second_params = second->parameters();
+  second_params.pop_back();  // 4.bias of the second model: no optimizer holds it
+  auto first_opt = make_optimizer("sgd", first->parameters()), second_opt = make_optimizer("sgd", second_params);
+  accelerator.prepare(first, second, first_opt, second_opt);
+  Generator gen(5);
+  const Tensor x = randn({16, 8}, gen), y = randn({16, 4}, gen);
+  accelerator.backward(nn::mse_loss(first->forward(x), y) + nn::mse_loss(second->forward(x), y));
+  first_opt->step();
+  const SanityReport& report = *accelerator.sanity_report();
+  CHECK_FALSE(report.finished());  // the second optimizer has not stepped yet
+  second_opt->step();
+  INFO(joined(report.lines()));
+  CHECK(report.finished());
+  CHECK(report.findings() ==
+        std::vector<std::string>{"model_1.4.bias is in no prepared optimizer: it requires a gradient but nothing updates it",
+                                 "model_1.4.bias did not change in the optimizer step (no optimizer holds it)"});
+  CHECK(has_line(report.lines(), "optimizer 1 (SGD): state f32"));
+  CHECK(report.lines().back().rfind("first optimizer step checked (12 parameters, 2 optimizer(s)", 0) == 0);
 }
 
 TEST_CASE("sanity report: a frozen layer got no gradient and did not change, by name") {
