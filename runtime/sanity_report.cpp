@@ -186,7 +186,9 @@ void SanityReport::report_state_dtypes(const optim::Optimizer& optimizer) {
   std::set<DType> dtypes;
   for (const auto& [key, t] : parts_.strategy->updating_optimizer(optimizer).state_dict())
     if (key != "lr" && t.dim() > 0) dtypes.insert(t.dtype());  // moments, not counts
-  note(fmt::format("optimizer {} ({}): state {}", checked_.size(), optimizer.type_name(),
+  size_t index = 0;  // in the order of prepare, as the coverage lines count them
+  while (index < parts_.optimizers.size() && parts_.optimizers[index].optimizer.lock().get() != &optimizer) ++index;
+  note(fmt::format("optimizer {} ({}): state {}", index, optimizer.type_name(),
                    dtypes.empty() ? "none" : dtypes_text(dtypes)));
 }
 
