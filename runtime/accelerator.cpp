@@ -18,6 +18,7 @@
 #include "runtime/checkpoint/preemption.h"
 #include "runtime/object_collectives.h"
 #include "runtime/precision/make_precision.h"
+#include "runtime/prepared_names.h"
 #include "runtime/safetensors.h"
 #include "runtime/strategy/data_parallel.h"
 #include "runtime/strategy/make_strategy.h"
@@ -79,6 +80,8 @@ void Accelerator::build_training_parts() {
   parts_.precision = precision_.get();
   parts_.accumulation = &accumulation_;
   parts_.training_step = training_step_.get();
+  sanity_report_ = settings_.check.value ? std::make_unique<SanityReport>(parts_) : nullptr;
+  training_step_->set_observer(sanity_report_.get());
 }
 
 void Accelerator::free_memory() {
@@ -172,11 +175,7 @@ void Accelerator::prepare_optimizer(const std::shared_ptr<optim::Optimizer>& opt
 }
 
 std::vector<std::string> Accelerator::parameter_names(const optim::Optimizer& optimizer) const {
-  std::unordered_map<const TensorImpl*, std::string> names;
-  for (size_t i = 0; i < parts_.models.size(); ++i)
-    if (auto model = parts_.models[i].lock())
-      for (const auto& [name, p] : model->named_parameters())
-        names.emplace(p.impl(), i == 0 ? name : fmt::format("model_{}.{}", i, name));
+  const auto names = prepared_parameter_names(parts_.models);
   std::vector<std::string> out;
   for (size_t i = 0; i < optimizer.params().size(); ++i) {
     const auto it = names.find(optimizer.params()[i].impl());

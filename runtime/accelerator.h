@@ -36,6 +36,7 @@
 #include "runtime/precision/precision.h"
 #include "runtime/process_state.h"
 #include "runtime/progress_bar.h"
+#include "runtime/sanity_report.h"
 #include "runtime/scope.h"
 #include "runtime/settings.h"
 #include "runtime/strategy/reducer.h"
@@ -125,6 +126,9 @@ class Accelerator {
   const LossScaler* loss_scaler() const { return precision_->loss_scaler(); }
   // Whether the last step() of a prepared optimizer was skipped because some rank's grads overflowed.
   bool optimizer_step_was_skipped() const { return training_step_->last_step_skipped(); }
+  // The first-step sanity report (AcceleratorOptions::check); null when it is off. Its lines are
+  // printed on the main process after the first real step of each prepared optimizer.
+  const SanityReport* sanity_report() const { return sanity_report_.get(); }
   // Tells the Accelerator that prepared models' weights changed outside a prepared optimizer's step
   // (a load_state_dict, a manual edit), so the low-precision copies are rounded again on next use.
   void weights_changed();
@@ -442,6 +446,7 @@ class Accelerator {
   bool stopping_ = false;  // should_stop has said true (and saved)
   bool trigger_ = false;   // set_trigger, until check_trigger
   TrainingParts parts_;  // what checkpoints hold; the pointers are to the members above
+  std::unique_ptr<SanityReport> sanity_report_;  // reads parts_; the training step calls it
   // An async save: its own communicator for the writer thread's barriers, and the write itself.
   std::shared_ptr<Communicator> checkpoint_comm_;
   std::future<void> pending_save_;

@@ -114,6 +114,9 @@ const std::map<std::string, Setter>& setters() {
       {"log_with", [](ConfigFile& c, const std::string& s, const YAML::Node& v) { c.log_with = as_tracker_list(s, "log_with", v); }},
       {"debug", [](ConfigFile& c, const std::string& s, const YAML::Node& v) { c.debug = as_bool(s, "debug", v); }},
       {"timeout", [](ConfigFile& c, const std::string& s, const YAML::Node& v) { c.timeout = as_int(s, "timeout", v, 1, kMaxTimeoutSeconds); }},
+      {"sanity_check", [](ConfigFile& c, const std::string& s, const YAML::Node& v) {
+         c.sanity_check = as_bool(s, "sanity_check", v);
+       }},
   };
   return table;
 }
@@ -239,6 +242,8 @@ std::string to_yaml(const ConfigFile& c) {
       "fsdp_sharding_strategy: {}\n"
       "# Trackers of logged values (docs/tracking.md): jsonl, csv, tensorboard, all.\n"
       "log_with: [{}]\n"
+      "# The first-step sanity report (docs/debugging.md), as accel launch --check.\n"
+      "sanity_check: {}\n"
       "# Debug mode: extra checks that cost time (every rank calls the same collective with matching shapes).\n"
       "debug: {}\n"
       "# Seconds a collective may wait for the other ranks before the job ends with a stall report.\n"
@@ -246,7 +251,7 @@ std::string to_yaml(const ConfigFile& c) {
       c.environment, c.num_machines, c.num_processes, c.machine_rank, yaml_quoted(c.main_process_ip),
       c.main_process_port, yaml_quoted(c.hostfile), name_of(c.mixed_precision), c.gradient_accumulation_steps,
       c.use_cpu ? "true" : "false", name_of(c.backend), c.zero_stage, yaml_quoted(c.fsdp_sharding_strategy),
-      fmt::join(c.log_with, ", "), c.debug ? "true" : "false", c.timeout);
+      fmt::join(c.log_with, ", "), c.sanity_check ? "true" : "false", c.debug ? "true" : "false", c.timeout);
 }
 
 std::string ignored_keys_text(const ConfigFile& config) {

@@ -54,6 +54,8 @@ struct ConfigFile {
   bool debug = false;
   // Seconds a collective may take before the watchdog reports a stall and ends the job (ACCEL_TIMEOUT).
   int timeout = kDefaultTimeoutSeconds;
+  // The first-step sanity report (key `sanity_check`); ACCEL_CHECK for the ranks.
+  bool sanity_check = false;
 
   // Where the values came from (not a value: two configs with the same values are equal).
   ConfigFileOrigin origin;

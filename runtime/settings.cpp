@@ -230,7 +230,7 @@ std::string describe_trackers(const EffectiveSettings& s) {
 std::string EffectiveSettings::describe() const {
   return fmt::format(
       "mixed_precision={} ({}), grad_comm_dtype={} ({}), cpu={} ({}), gradient_accumulation_steps={} ({}), "
-      "backend={} ({}), bucket_cap_mb={} ({}), timeout={}s ({}){}{}{}{}{}",
+      "backend={} ({}), bucket_cap_mb={} ({}), timeout={}s ({}){}{}{}{}{}{}",
       name_of(mixed_precision.value), mixed_precision.source, name_of(grad_comm_dtype.value), grad_comm_dtype.source,
       cpu.value, cpu.source, gradient_accumulation_steps.value, gradient_accumulation_steps.source,
       name_of(backend.value), backend.source, bucket_cap_mb.value, bucket_cap_mb.source, timeout.value, timeout.source,
@@ -239,6 +239,7 @@ std::string EffectiveSettings::describe() const {
           ? ""
           : fmt::format(", deterministic={} ({})", deterministic.value, deterministic.source),
       debug.value ? fmt::format(", debug=true ({})", debug.source) : "",
+      check.value ? fmt::format(", check=true ({})", check.source) : "",
       zero_stage.value == 0 ? "" : fmt::format(", zero_stage={} ({})", zero_stage.value, zero_stage.source),
       describe_trackers(*this),
       config_path.empty() ? "" : fmt::format(", config file {}", config_path));
@@ -299,6 +300,11 @@ EffectiveSettings resolve_settings(const AcceleratorOptions& o, const Env& env) 
       {"timeout", "ACCEL_TIMEOUT", o.timeout ? std::optional<std::string>(std::to_string(*o.timeout)) : std::nullopt,
        from_file([](const ConfigFile& c) { return std::to_string(c.timeout); }), std::to_string(kDefaultTimeoutSeconds),
        parse_timeout, fmt::format("a whole number of seconds in [1, {}]", kMaxTimeoutSeconds)},
+      env);
+  s.check = resolve<bool>(
+      {"check", "ACCEL_CHECK", o.check ? std::optional<std::string>(*o.check ? "true" : "false") : std::nullopt,
+       from_file([](const ConfigFile& c) { return std::string(c.sanity_check ? "true" : "false"); }), "false",
+       parse_switch, "1, 0, true or false"},
       env);
   resolve_sharding(o, env, file, s);
   resolve_trackers(o, env, file, s);

@@ -71,6 +71,12 @@ struct AcceleratorOptions {
   // `accel launch --timeout`; default 600). Then a watchdog compares the ranks' ledgers, prints who
   // waits where, and ends the job (docs/debugging.md).
   std::optional<int> timeout;
+  // The first-step sanity report (docs/debugging.md): after the first real optimizer step, the main
+  // process names parameters that did not change or got no gradient, gradients that differ across
+  // ranks, the dtypes in effect and what the optimizers hold (ACCEL_CHECK=1, config file
+  // `sanity_check`, `accel launch --check`; default off). It costs a hash of every parameter and
+  // gradient and one all-gather, once.
+  std::optional<bool> check;
   // Sharded data parallelism (docs/zero.md): ZeRO stage 1, 2 or 3 through DeepSpeed's names, or FSDP's
   // sharding strategies (FULL_SHARD is stage 3, SHARD_GRAD_OP stage 2). At most one of the two
   // (ACCEL_ZERO_STAGE, ACCEL_FSDP_SHARDING_STRATEGY). Neither: plain data parallel.
@@ -115,6 +121,7 @@ struct EffectiveSettings {
   Setting<bool> deterministic;
   Setting<bool> debug;
   Setting<int> timeout;
+  Setting<bool> check;
   // OpenMP threads each op may use here (omp_get_max_threads when the settings were resolved), and
   // where the count came from ("environment OMP_NUM_THREADS" or "OpenMP default"). Not a setting
   // accel resolves: `accel launch` sets OMP_NUM_THREADS, the OpenMP runtime reads it. The start-up

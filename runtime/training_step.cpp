@@ -34,8 +34,10 @@ void TrainingStep::step(optim::Optimizer& optimizer) {
     last_step_skipped_ = true;  // every rank skips: they agreed on found_inf
     return;
   }
+  if (observer_) observer_->before_update(optimizer);
   strategy_.optimizer_step(optimizer);
   precision_.weights_changed();
+  if (observer_) observer_->after_update(optimizer);
 }
 
 void TrainingStep::zero_grad(optim::Optimizer& optimizer, bool set_to_none) {

@@ -23,6 +23,15 @@ struct SchedulerStepping {
   int64_t processes = 1;       // and then this many times: each rank's batch was one step's worth
 };
 
+// Watches the updates: called on every rank around each optimizer step that is not skipped (the one
+// that ends an accumulation window), before and after the strategy's update. The sanity report is one.
+class StepObserver {
+ public:
+  virtual ~StepObserver() = default;
+  virtual void before_update(const optim::Optimizer& optimizer) = 0;
+  virtual void after_update(const optim::Optimizer& optimizer) = 0;
+};
+
 class TrainingStep final : public optim::StepHook,
                            public optim::SchedulerHook,
                            public std::enable_shared_from_this<TrainingStep> {
@@ -51,6 +60,8 @@ class TrainingStep final : public optim::StepHook,
   // checkpoints carry the count.
   int64_t completed_steps() const { return completed_steps_; }
   void restore_completed_steps(int64_t steps) { completed_steps_ = steps; }
+  // observer (or null: none) outlives this object or is replaced first.
+  void set_observer(StepObserver* observer) { observer_ = observer; }
 
  private:
   GradientAccumulation& accumulation_;
@@ -60,6 +71,7 @@ class TrainingStep final : public optim::StepHook,
   std::vector<std::weak_ptr<optim::Optimizer>> optimizers_;
   bool last_step_skipped_ = false;
   int64_t completed_steps_ = 0;
+  StepObserver* observer_ = nullptr;
 };
 
 }  // namespace accel

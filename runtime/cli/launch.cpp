@@ -34,6 +34,7 @@ std::vector<std::pair<std::string, std::string>> settings_environment(const Conf
   if (!c.log_with.empty()) out.emplace_back("ACCEL_LOG_WITH", fmt::format("{}", fmt::join(c.log_with, ",")));
   if (c.debug) out.emplace_back("ACCEL_DEBUG", "1");
   if (c.timeout != kDefaultTimeoutSeconds) out.emplace_back("ACCEL_TIMEOUT", std::to_string(c.timeout));
+  if (c.sanity_check) out.emplace_back("ACCEL_CHECK", "1");
   return out;
 }
 

@@ -56,6 +56,10 @@ LaunchCommand::LaunchCommand(CLI::App& app) {
                       "with a report of where each rank is (default 600)")
       ->check(CLI::Range(1, kMaxTimeoutSeconds));
   launch_->add_flag("--debug", debug_, "Debug mode for every rank (ACCEL_DEBUG=1): the collectives' pre-checks");
+  launch_->add_flag("--check", check_,
+                    "The first-step sanity report (ACCEL_CHECK=1): after the first optimizer step, parameters that did "
+                    "not change or got no gradient, gradients that differ across ranks, the dtypes, what the "
+                    "optimizers hold");
   launch_->add_flag("-q,--quiet", quiet_, "No notes from accel launch itself (the ranks' output is unchanged)");
   // Accelerate's words that mean nothing more here, accepted so its command lines run.
   launch_->add_flag("--multi_gpu", multi_gpu_, "Accepted for Accelerate's command lines: the GPU count decides");
@@ -98,6 +102,7 @@ LaunchRequest LaunchCommand::request(const std::vector<std::string>& after_separ
   if (accumulation_) c.gradient_accumulation_steps = accumulation_;
   if (debug_) c.debug = true;
   if (timeout_ > 0) c.timeout = timeout_;
+  if (check_) c.sanity_check = true;
   apply_sharding_flags(c);
   if (!log_with_.empty()) {
     const std::optional<std::vector<std::string>> trackers = parse_tracker_list(log_with_);

@@ -18,8 +18,12 @@ void DataParallel::prepare_model(nn::Module& model) {
     if (m == &model) throw Error("Accelerator::prepare: this model was prepared already");
   broadcast_from_main(model.named_parameters());
   broadcast_from_main(model.named_buffers());
-  // The reducer's all-reduces get a communicator (and communication thread) of their own.
-  reducers_.emplace_back(&model, Reducer::attach(model.named_parameters(), env_.grads_comm().dup(), options_));
+  // The reducer's all-reduces get a communicator (and communication thread) of their own. Frozen
+  // parameters (requires_grad false: a fine-tuning's fixed layers) have no grad to average, as in DDP.
+  nn::StateDict trained;
+  for (const auto& [name, p] : model.named_parameters())
+    if (p.requires_grad()) trained.emplace_back(name, p);
+  reducers_.emplace_back(&model, Reducer::attach(trained, env_.grads_comm().dup(), options_));
 }
 
 void DataParallel::broadcast_from_main(const nn::StateDict& entries) const {

@@ -52,6 +52,13 @@ class Strategy {
   // The grads this rank holds for params: the whole grads when they are replicated, this rank's
   // shards when they are sharded. The precision unscales and checks these; norms are taken over them.
   virtual std::vector<Tensor> local_grads(const std::vector<Tensor>& params) const;
+  // Whether, once a synced backward is done, every data-parallel rank holds the same whole grad in
+  // each parameter's grad() (so comparing them across ranks finds a rank that diverged). False where
+  // each rank keeps only its shard of the averaged grads.
+  virtual bool grads_replicated() const { return true; }
+  // The optimizer whose state the update of a prepared optimizer builds: optimizer itself, or the
+  // one a sharded strategy runs over this rank's shards.
+  virtual const optim::Optimizer& updating_optimizer(const optim::Optimizer& optimizer) const { return optimizer; }
   // The norm_type-norm (inf allowed) of the grads of params over every rank's local grads,
   // accumulated in f64. Collective for a sharded strategy.
   double grad_norm(const std::vector<Tensor>& params, double norm_type) const;

@@ -24,6 +24,8 @@ class ShardOptimizer {
 
   optim::Optimizer& user() const { return user_; }
   const std::vector<const FlatUnit*>& units() const { return units_; }
+  // The optimizer over the shards: it holds the state.
+  const optim::Optimizer& shard_optimizer() const { return *shard_optimizer_; }
   // The bytes of the shards' state (Adam's moments, SGD's momentum).
   int64_t state_bytes() const;
   // One update of every shard, at the user optimizer's current lr (an LR schedule sets it there).

@@ -150,6 +150,12 @@ void ZeroStrategy::wait_all_quietly() {
   }
 }
 
+const optim::Optimizer& ZeroStrategy::updating_optimizer(const optim::Optimizer& optimizer) const {
+  for (const auto& o : optimizers_)
+    if (&o->user() == &optimizer) return o->shard_optimizer();
+  return optimizer;  // not prepared here: it updates itself, if at all
+}
+
 void ZeroStrategy::optimizer_step(optim::Optimizer& optimizer) {
   for (const auto& o : optimizers_) {
     if (&o->user() != &optimizer) continue;

@@ -31,6 +31,9 @@ class ZeroStrategy : public Strategy {
   // The shard grads of the units holding params: the slices every rank's precision unscales and
   // every norm is taken over.
   std::vector<Tensor> local_grads(const std::vector<Tensor>& params) const override;
+  bool grads_replicated() const override { return false; }
+  // The ShardOptimizer's optimizer over this rank's slices.
+  const optim::Optimizer& updating_optimizer(const optim::Optimizer& optimizer) const override;
   void optimizer_step(optim::Optimizer& optimizer) override;
   void zero_grad(optim::Optimizer& optimizer, bool set_to_none) override;
   // Gathered to the user's layout (collective), and sliced back to this rank's shards.
