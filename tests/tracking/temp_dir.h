@@ -1,4 +1,4 @@
-// A fresh directory under the system's temporary one for a test, removed at the end, and a file's text.
+// A fresh directory under the system's temporary one for a test, removed at the end; a file's text and lines.
 #pragma once
 
 #include <unistd.h>
@@ -7,6 +7,7 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <vector>
 
 namespace test {
 
@@ -25,6 +26,13 @@ inline std::string read_text(const std::filesystem::path& file) {
   std::stringstream text;
   text << in.rdbuf();
   return text.str();
+}
+
+inline std::vector<std::string> lines_of(const std::string& text) {
+  std::vector<std::string> lines;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  return lines;
 }
 
 }  // namespace test

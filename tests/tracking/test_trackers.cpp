@@ -37,13 +37,6 @@ AcceleratorOptions quiet() {
   return o;
 }
 
-std::vector<std::string> lines_of(const std::string& text) {
-  std::vector<std::string> lines;
-  std::istringstream in(text);
-  for (std::string line; std::getline(in, line);) lines.push_back(line);
-  return lines;
-}
-
 }  // namespace
 
 TEST_CASE("the JSONL tracker writes the config first, then one record per log call") {
@@ -55,7 +48,7 @@ TEST_CASE("the JSONL tracker writes the config first, then one record per log ca
     tracker.log({{"loss", 0.25}, {"accuracy", 1}}, 2);
     tracker.finish();
   }
-  const std::vector<std::string> lines = lines_of(test::read_text(dir.path / "metrics.jsonl"));
+  const std::vector<std::string> lines = test::lines_of(test::read_text(dir.path / "metrics.jsonl"));
   REQUIRE(lines.size() == 3);
   CHECK(json::parse(lines[0]) == json{{"config", {{"lr", 0.01}, {"model", "mlp"}}}});
   const json first = json::parse(lines[1]), second = json::parse(lines[2]);

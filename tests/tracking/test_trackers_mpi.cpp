@@ -29,13 +29,6 @@ struct CountingTracker : Tracker {
   std::vector<json> logged;
 };
 
-std::vector<std::string> lines_of(const std::string& text) {
-  std::vector<std::string> lines;
-  std::istringstream in(text);
-  for (std::string line; std::getline(in, line);) lines.push_back(line);
-  return lines;
-}
-
 }  // namespace
 
 TEST_CASE("built-in trackers write on the main process only; an every-rank tracker runs on each rank") {
@@ -88,7 +81,7 @@ TEST_CASE("built-in trackers write on the main process only; an every-rank track
   CHECK(main_only->inits == (main ? 1 : 0));
   CHECK(main_only->logged.size() == (main ? 2u : 0u));
   // Every rank reads the main process's files: rank 0's values alone, one events file.
-  const std::vector<std::string> records = lines_of(test::read_text(run_dir / "metrics.jsonl"));
+  const std::vector<std::string> records = test::lines_of(test::read_text(run_dir / "metrics.jsonl"));
   REQUIRE(records.size() == 3);
   CHECK(json::parse(records[1])["values"] == json{{"rank", 0}, {"loss", 1.0}});
   CHECK(json::parse(records[2])["values"] == json{{"rank", 0}, {"loss", 0.5}});
