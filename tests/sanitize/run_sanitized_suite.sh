@@ -13,8 +13,8 @@ if [ ! -f build-sanitize/build.ninja ]; then
   # the test instead of printing a line that nobody reads. native_arch=false: GCC 12 reports its own
   # AVX-512 intrinsics as uninitialized under -fsanitize (bug 105593), and accel has no code of its
   # own per instruction set, so the portable build checks the same accel code. NCCL needs CUDA.
-  # -O1 -g1 (line tables only): what ASan's documentation recommends, and about half the compile time
-  # of -O2 -g on Eigen's templates; the reports still name file:line.
+  # -O1 -g1 (line tables only): what ASan's documentation recommends, and faster to compile than -O2 -g
+  # on Eigen's templates; the reports still name file:line.
   meson setup build-sanitize -Db_sanitize=address,undefined -Db_lundef=false -Dbuildtype=plain \
     -Dcpp_args="['-O1', '-g1', '-fno-sanitize-recover=undefined', '-fno-omit-frame-pointer']" \
     -Dnative_arch=false -Dcuda=disabled -Dnccl=disabled -Dexamples=false -Dbenchmarks=false
