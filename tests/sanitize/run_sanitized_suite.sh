@@ -31,5 +31,7 @@ ninja -C build-sanitize
 export ASAN_OPTIONS="abort_on_error=1:halt_on_error=1:allocator_may_return_null=1:detect_leaks=1:fast_unwind_on_malloc=0:detect_stack_use_after_return=1:strict_string_checks=1:check_initialization_order=1:verify_asan_link_order=0"
 export LSAN_OPTIONS="suppressions=$here/lsan.supp:print_suppressions=0"
 export UBSAN_OPTIONS="halt_on_error=1:abort_on_error=1:print_stacktrace=1"
-# The tests' own timeouts are for the plain build; ASan runs code 2-3 times slower.
+# The tests' own timeouts are for the plain build, and ASan with the slow unwinder runs several times
+# slower: meson's timeouts and the multi-rank tests' watchdogs (tests/mpi_doctest_main.cpp) grow alike.
+export ACCEL_TEST_WATCHDOG_SCALE=3
 meson test -C build-sanitize --print-errorlogs --timeout-multiplier 3 "$@"
