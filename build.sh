@@ -4,19 +4,21 @@
 #   ./build.sh test      runs the whole test suite
 #   ./build.sh fuzz SECONDS  builds the libFuzzer harnesses of the file readers (clang, ASan+UBSan, in
 #                        build-fuzz/) and runs each for SECONDS; fails if any finds a crash
+#   ./build.sh sanitize  builds the library and the CPU test suite with ASan+UBSan (g++, no CUDA, no
+#                        examples or benchmarks, in build-sanitize/) and runs that suite
 # All are idempotent: a second run installs nothing and rebuilds only what changed.
 set -euo pipefail
 cd "$(dirname "$0")"
 
 what="${1:-}"
 case "$what" in
-  example|test) ;;
+  example|test|sanitize) ;;
   fuzz)
     if ! [[ "${2:-}" =~ ^[1-9][0-9]*$ ]]; then
       echo "usage: ./build.sh fuzz SECONDS   (each harness runs for SECONDS)" >&2
       exit 2
     fi ;;
-  *) echo "usage: ./build.sh example|test|fuzz SECONDS" >&2; exit 2 ;;
+  *) echo "usage: ./build.sh example|test|sanitize|fuzz SECONDS" >&2; exit 2 ;;
 esac
 
 # Debian packages the build and the tests need (README.md says what each is for).
@@ -46,6 +48,9 @@ fi
 
 if [ "$what" = fuzz ]; then
   exec tests/fuzz/run_fuzzers.sh "$2"
+fi
+if [ "$what" = sanitize ]; then
+  exec tests/sanitize/run_sanitized_suite.sh
 fi
 
 if [ ! -f build/build.ninja ]; then

@@ -4,14 +4,12 @@
 #include <fmt/format.h>
 
 #include "kernels/error.h"
+#include "tensor/cpu/host_allocator.h"
 #include "tensor/dispatch.h"
 
 #if ACCEL_WITH_CUDA
-#include "tensor/cpu/host_allocator.h"
-#include "tensor/cuda/device.h"
-#if ACCEL_WITH_CUDA
 #include "tensor/cuda/allocator.h"
-#endif
+#include "tensor/cuda/device.h"
 #endif
 
 namespace accel {

@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 
 #include <omp.h>
+#include <unistd.h>
 
 #include <cstring>
 #include <filesystem>
@@ -18,9 +19,11 @@ using namespace accel;
 
 namespace {
 
-// A config file that sets the backend, so precedence can be seen; removed at the end of the test.
+// A config file that sets the backend, so precedence can be seen; removed at the end of the test. Named
+// per process: two checkouts running the suite at once would otherwise remove each other's file.
 struct TempConfig {
-  std::filesystem::path path = std::filesystem::temp_directory_path() / "accel_test_accelerator.yaml";
+  std::filesystem::path path =
+      std::filesystem::temp_directory_path() / ("accel_test_accelerator_" + std::to_string(getpid()) + ".yaml");
   explicit TempConfig(const std::string& text) { std::ofstream(path) << text; }
   ~TempConfig() { std::filesystem::remove(path); }
 };
