@@ -6,7 +6,6 @@
 #include <unistd.h>
 
 #include <atomic>
-#include <chrono>
 #include <csignal>
 #include <cstdlib>
 #include <filesystem>
@@ -16,6 +15,7 @@
 #include <optional>
 
 #include "accel_config.h"
+#include "collective/ledger.h"
 #include "runtime/child_process.h"
 #include "runtime/cli_location.h"
 #include "runtime/process_state.h"
@@ -55,17 +55,6 @@ std::string accel_executable() {
   return "accel";  // run_command searches PATH
 }
 
-int64_t monotonic_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
-
-std::string host_name() {
-  char name[256] = {};
-  gethostname(name, sizeof(name) - 1);
-  return name;
-}
-
 // In a rank: runs fn and ends the process there, so that the caller's code after the call runs only
 // in the caller. A failure is written for the caller to rethrow, and the process ends without
 // MPI_Finalize, so that mpirun ends the job instead of the other ranks waiting in a collective.
@@ -82,7 +71,7 @@ std::string host_name() {
     what = "an exception that is not a std::exception";
   }
   const nlohmann::json report{{"rank", rank}, {"host", host_name()}, {"pid", getpid()}, {"what", what},
-                              {"monotonic_ns", monotonic_ns()}};
+                              {"monotonic_ns", steady_ns()}};
   const fs::path file = fs::path(dir) / fmt::format("rank_{}.json", rank);
   { std::ofstream(file.string() + ".tmp") << report.dump(); }
   fs::rename(file.string() + ".tmp", file);

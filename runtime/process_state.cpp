@@ -2,6 +2,8 @@
 // launcher does not say it, assuming the same number of processes on every node.
 #include "runtime/process_state.h"
 
+#include <unistd.h>
+
 #include <fmt/format.h>
 
 #include <cstdlib>
@@ -85,6 +87,12 @@ ProcessState ProcessState::from_environment(const Env& env) {
     return s;
   }
   return ProcessState{};
+}
+
+std::string host_name() {
+  char name[256] = {};
+  if (gethostname(name, sizeof name - 1) != 0 || name[0] == '\0') return "localhost";
+  return name;
 }
 
 EnvironmentVariables environment_variables() {

@@ -11,6 +11,8 @@ using EnvironmentVariables = std::map<std::string, std::string>;
 
 // This process's environment variables, read once per call.
 EnvironmentVariables environment_variables();
+// This machine's name as the messages that name a rank give it ("localhost" when it has none).
+std::string host_name();
 
 struct ProcessState {
   int rank = 0;

@@ -294,13 +294,11 @@ int exec_rank(const std::vector<std::string>& argv) {
   const int status = run_command(argv, {{SIGTERM, SIGTERM}, {SIGUSR2, SIGTERM}});
   if (status != 0) {
     const ProcessState state = ProcessState::from_environment();
-    char host[256] = "?";
-    gethostname(host, sizeof host - 1);
     const std::string why = status == kPreemptedExitStatus ? " (stopped on a preemption request, after saving)"
                             : status == 128 + SIGUSR2      ? " (signal 12: a SIGTERM to accel launch, which mpirun passes on)"
                             : status > 128                 ? fmt::format(" (signal {})", status - 128)
                                                            : "";
-    std::cerr << fmt::format("accel launch: rank {} on {} exited with status {}{}\n", state.rank, host, status, why);
+    std::cerr << fmt::format("accel launch: rank {} on {} exited with status {}{}\n", state.rank, host_name(), status, why);
   }
   return status;
 }

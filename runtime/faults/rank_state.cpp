@@ -7,6 +7,7 @@
 #include <algorithm>
 
 #include "kernels/error.h"
+#include "runtime/process_state.h"
 
 namespace accel {
 namespace {
@@ -26,12 +27,6 @@ LedgerEntry entry_from(const nlohmann::json& j) {
   e.entered_ns = j.at("entered_ns").get<int64_t>();
   e.finished_ns = j.at("finished_ns").get<int64_t>();
   return e;
-}
-
-std::string host_name() {
-  char name[256] = {};
-  gethostname(name, sizeof(name) - 1);
-  return name;
 }
 
 std::string ranks_text(const std::vector<int>& ranks) {

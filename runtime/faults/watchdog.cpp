@@ -17,6 +17,7 @@
 #include <iostream>
 
 #include "runtime/faults/rank_state.h"
+#include "runtime/process_state.h"
 
 namespace accel {
 namespace fs = std::filesystem;
@@ -170,9 +171,7 @@ char g_failure_path[4096];   // run_dir/failure.txt, or empty
 std::terminate_handler g_previous_terminate = nullptr;
 
 std::string identity() {
-  char host[256] = {};
-  gethostname(host, sizeof(host) - 1);
-  return fmt::format("rank {} ({}, pid {})", g_rank, host, getpid());
+  return fmt::format("rank {} ({}, pid {})", g_rank, host_name(), getpid());
 }
 
 void record_failure(const std::string& line) {

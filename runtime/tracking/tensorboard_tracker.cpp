@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "kernels/error.h"
+#include "runtime/process_state.h"
 #include "runtime/tracking/event_proto.h"
 #include "runtime/tracking/tfrecord.h"
 
@@ -19,12 +20,6 @@ namespace {
 
 double unix_seconds() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
-
-std::string host_name() {
-  char name[HOST_NAME_MAX + 1] = {};
-  if (gethostname(name, sizeof name - 1) != 0 || name[0] == '\0') return "localhost";
-  return name;
 }
 
 // TensorBoard's file name: events.out.tfevents.<seconds>.<host> (it finds files by the prefix).

@@ -10,13 +10,7 @@ accel=$1
 examples=$2
 export ACCEL_CONFIG_FILE=/nonexistent/accel-tests.yaml
 
-fail() {
-  echo "FAILED: $*"
-  exit 1
-}
-
-# The value of key in the line that starts with "final:".
-final() { printf '%s\n' "$1" | sed -n "s/^final:.* $2=\([^ ]*\).*/\1/p"; }
+. "$(dirname "$0")/final_line.sh"
 count() { printf '%s\n' "$2" | grep -c "$1" || true; }
 
 mlp_opts=""

@@ -8,13 +8,7 @@ accel=$1
 program=$2
 export ACCEL_CONFIG_FILE=/nonexistent/accel-tests.yaml
 
-fail() {
-  echo "FAILED: $*"
-  exit 1
-}
-
-# The value of key in the line that starts with "final:".
-final() { printf '%s\n' "$1" | sed -n "s/^final:.* $2=\([^ ]*\).*/\1/p"; }
+. "$(dirname "$0")/final_line.sh"
 
 check_run() {  # label, output, expected compute dtype, whether all outputs must be in it
   weight=$(final "$2" weight)
