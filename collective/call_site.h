@@ -15,7 +15,16 @@ struct CallSite {
   CallSite(std::string name) : label(std::move(name)) {}  // NOLINT: implicit, so "reducer bucket 3" reads
   CallSite(const char* name) : label(name) {}             // NOLINT
 
+  // An internal caller that synchronises gradients (a reducer bucket, a ZeRO reduce-scatter): the
+  // timeline's straggler summary measures each rank's compute up to the first of these in a step.
+  static CallSite gradient_sync(std::string name) {
+    CallSite site(std::move(name));
+    site.synchronises_gradients = true;
+    return site;
+  }
+
   std::string label;
+  bool synchronises_gradients = false;
   const char* file = nullptr;  // static storage (source_location's)
   unsigned line = 0;
 

@@ -10,6 +10,7 @@
 #include <string_view>
 #include <vector>
 
+#include "collective/timeline.h"
 #include "tensor/creation.h"
 
 namespace accel {
@@ -108,16 +109,25 @@ std::string describe_call(const int64_t* d) {
 template <class Start>
 Work Communicator::recorded(const char* op, const Tensor& tensor, int root, const CallSite& site, Start&& start) {
   if (collective_checks()) check_across_ranks(op, tensor, root, site);
-  const uint64_t seq = ledger_->enter(op, tensor.defined() ? tensor.dtype() : DType::f32,
-                                      tensor.defined() ? tensor.numel() : 0, root, site);
+  const DType dtype = tensor.defined() ? tensor.dtype() : DType::f32;
+  const int64_t count = tensor.defined() ? tensor.numel() : 0;
+  const uint64_t seq = ledger_->enter(op, dtype, count, root, site);
+  const size_t slice =
+      timeline::enabled()
+          ? timeline::collective_begin({op, name(), seq, dtype_name(dtype), count, site.str(), site.synchronises_gradients})
+          : timeline::kNoSlice;
   Work work;
   try {
     work = start();
   } catch (...) {
     ledger_->finish(seq, true);
+    timeline::collective_end(slice, true);
     throw;
   }
-  work.when_finished([ledger = ledger_, seq](bool failed) { ledger->finish(seq, failed); });
+  work.when_finished([ledger = ledger_, seq, slice](bool failed) {
+    ledger->finish(seq, failed);
+    timeline::collective_end(slice, failed);
+  });
   return work;
 }
 

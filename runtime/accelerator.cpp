@@ -14,6 +14,8 @@
 #include "autograd/engine.h"
 #include "autograd/functions.h"
 #include "autograd/grad_mode.h"
+#include "collective/ledger.h"
+#include "collective/timeline.h"
 #include "runtime/checkpoint/checkpoint_dir.h"
 #include "runtime/checkpoint/preemption.h"
 #include "runtime/object_collectives.h"
@@ -60,6 +62,7 @@ Accelerator::Accelerator(AcceleratorOptions options)
                                                            .run_dir = run_directory()});
   }
   build_training_parts();
+  start_timeline();
   if (options.print_settings && is_main_process()) print_settings();
   // Once per process: a program may build several Accelerators (a test, a sweep).
   static std::once_flag alias_notes_printed;
@@ -99,7 +102,27 @@ void Accelerator::free_memory() {
   if (device().is_cuda()) empty_cache_of(device());
 }
 
+// The ranks take their clock origin right after a barrier, so that their files line up in one view
+// (to within the barrier's skew) on one machine or many.
+void Accelerator::start_timeline() {
+  if (settings_.trace_dir.value.empty()) return;
+  const std::filesystem::path dir = std::filesystem::absolute(settings_.trace_dir.value);
+  if (env_->comm() && num_processes() > 1) env_->comm()->barrier("timeline clock origin");
+  timeline::start((dir / fmt::format("accel_trace_rank{}.json", process_index())).string(), process_index(),
+                  num_processes(), host_name(), steady_ns());
+  timeline::name_thread("main");
+  timeline_started_ = true;
+}
+
 Accelerator::~Accelerator() {
+  for (HookHandle& hook : timeline_hooks_) hook.remove();
+  if (timeline_started_) {
+    try {
+      timeline::stop();
+    } catch (const std::exception& e) {
+      std::cerr << fmt::format("accel: rank {}: {}", process_index(), e.what()) << std::endl;
+    }
+  }
   try {
     wait_for_save();
   } catch (const std::exception& e) {
@@ -155,6 +178,10 @@ void Accelerator::prepare_model(const std::shared_ptr<nn::Module>& model) {
   for (const auto& known : parts_.models)
     if (known.lock() == model) return;  // prepared again (one process allows it): checkpointed once
   parts_.models.push_back(model);
+  if (timeline_started_)
+    timeline_hooks_.push_back(model->register_forward_scope([](nn::Module&, std::vector<std::shared_ptr<void>>& held) {
+      held.push_back(std::make_shared<timeline::Span>("forward"));
+    }));
 }
 
 const Reducer* Accelerator::reducer(const nn::Module& model) const {
@@ -204,6 +231,7 @@ void Accelerator::backward(const Tensor& loss) {
   const int64_t divisor = accumulation_.loss_divisor();
   const Tensor averaged = divisor > 1 ? loss / static_cast<double>(divisor) : loss;
   const Tensor scaled = precision_->scale_loss(averaged);
+  const timeline::Span span("backward");
   strategy_->before_backward(accumulation_.backward_syncs());
   try {
     accel::backward(scaled);
@@ -320,11 +348,13 @@ std::string Accelerator::save_state(const std::string& dir, const SaveStateOptio
                   "project_dir and automatic_checkpoint_naming");
     target = next_checkpoint(project_.project_dir);
   }
+  const timeline::Span span("save_state", "checkpoint");
   auto snapshot = std::make_shared<const CheckpointSnapshot>(
       take_checkpoint_snapshot(parts_, options, options.async ? async_snapshot_.get() : nullptr));
   const ProjectConfiguration project = project_;
   const bool prune = dir.empty() && is_main_process();
   auto write = [snapshot, target, project, prune](Communicator* comm) {
+    const timeline::Span write_span("checkpoint write", "checkpoint");
     write_checkpoint(*snapshot, target, comm);
     if (prune) prune_checkpoints(project.project_dir, project.total_limit);
     if (comm) comm->barrier();
@@ -336,7 +366,10 @@ std::string Accelerator::save_state(const std::string& dir, const SaveStateOptio
   // The writer thread's barriers travel on a communicator of their own, apart from training's.
   if (env_->comm() && !checkpoint_comm_) checkpoint_comm_ = env_->comm()->dup();
   async_snapshot_ = snapshot;
-  pending_save_ = std::async(std::launch::async, [write, comm = checkpoint_comm_] { write(comm.get()); });
+  pending_save_ = std::async(std::launch::async, [write, comm = checkpoint_comm_] {
+    timeline::name_thread("checkpoint writer");
+    write(comm.get());
+  });
   return target.string();
 }
 

@@ -422,6 +422,8 @@ class Accelerator {
   void check_same_structure(const char* op, const std::string& structure, const CallSite& site);
   // The strategy, the precision and the training step, built from the settings (again in free_memory).
   void build_training_parts();
+  // With settings().trace_dir: starts this rank's timeline (docs/debugging.md, "Timeline").
+  void start_timeline();
   // The largest of every rank's value: one all-reduce of one number (a flag the ranks agree on).
   double max_over_ranks(double value, const CallSite& site) const;
 
@@ -454,6 +456,10 @@ class Accelerator {
   std::shared_ptr<const CheckpointSnapshot> async_snapshot_;
   // With several processes: reports a collective that stalls past settings().timeout and ends the job.
   std::unique_ptr<Watchdog> watchdog_;
+  // With settings().trace_dir: this Accelerator started the timeline (and stops it, writing the
+  // file, when it ends); the forward spans of its prepared models.
+  bool timeline_started_ = false;
+  std::vector<HookHandle> timeline_hooks_;
 };
 
 }  // namespace accel

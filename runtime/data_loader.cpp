@@ -8,6 +8,7 @@
 
 #include <numeric>
 
+#include "collective/timeline.h"
 #include "kernels/philox.h"
 #include "tensor/nograd/copy.h"
 
@@ -92,6 +93,7 @@ DataLoader::StepPlan DataLoader::plan(int64_t step) const {
 }
 
 Batch DataLoader::batch(int64_t step) const {
+  const timeline::Span span("data loading", "data");
   StepPlan p = plan(step);
   Batch batch{dataset_->get_batch(p.indices), p.padding};
   for (Tensor& field : batch.fields) field = nograd::to_device(field, device_);

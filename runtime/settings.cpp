@@ -230,7 +230,7 @@ std::string describe_trackers(const EffectiveSettings& s) {
 std::string EffectiveSettings::describe() const {
   return fmt::format(
       "mixed_precision={} ({}), grad_comm_dtype={} ({}), cpu={} ({}), gradient_accumulation_steps={} ({}), "
-      "backend={} ({}), bucket_cap_mb={} ({}), timeout={}s ({}){}{}{}{}{}{}",
+      "backend={} ({}), bucket_cap_mb={} ({}), timeout={}s ({}){}{}{}{}{}{}{}",
       name_of(mixed_precision.value), mixed_precision.source, name_of(grad_comm_dtype.value), grad_comm_dtype.source,
       cpu.value, cpu.source, gradient_accumulation_steps.value, gradient_accumulation_steps.source,
       name_of(backend.value), backend.source, bucket_cap_mb.value, bucket_cap_mb.source, timeout.value, timeout.source,
@@ -240,6 +240,7 @@ std::string EffectiveSettings::describe() const {
           : fmt::format(", deterministic={} ({})", deterministic.value, deterministic.source),
       debug.value ? fmt::format(", debug=true ({})", debug.source) : "",
       check.value ? fmt::format(", check=true ({})", check.source) : "",
+      trace_dir.value.empty() ? "" : fmt::format(", trace={} ({})", trace_dir.value, trace_dir.source),
       zero_stage.value == 0 ? "" : fmt::format(", zero_stage={} ({})", zero_stage.value, zero_stage.source),
       describe_trackers(*this),
       config_path.empty() ? "" : fmt::format(", config file {}", config_path));
@@ -305,6 +306,10 @@ EffectiveSettings resolve_settings(const AcceleratorOptions& o, const Env& env) 
       {"check", "ACCEL_CHECK", o.check ? std::optional<std::string>(*o.check ? "true" : "false") : std::nullopt,
        from_file([](const ConfigFile& c) { return std::string(c.sanity_check ? "true" : "false"); }), "false",
        parse_switch, "1, 0, true or false"},
+      env);
+  s.trace_dir = resolve<std::string>(
+      {"trace_dir", "ACCEL_TRACE", o.trace_dir, std::nullopt, "",
+       [](const std::string& dir) { return std::optional<std::string>(dir); }, "a directory"},
       env);
   resolve_sharding(o, env, file, s);
   resolve_trackers(o, env, file, s);

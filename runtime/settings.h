@@ -77,6 +77,12 @@ struct AcceleratorOptions {
   // `sanity_check`, `accel launch --check`; default off). It costs a hash of every parameter and
   // gradient and one all-gather, once.
   std::optional<bool> check;
+  // Record a timeline (docs/debugging.md, "Timeline"): every rank writes its Chrome trace events
+  // (forward, backward, the optimizer step, data loading, checkpoint writes and every collective) to
+  // DIR/accel_trace_rank<R>.json when its Accelerator ends, and `accel trace merge DIR OUT.json` makes one
+  // file of them (ACCEL_TRACE=DIR, `accel launch --trace DIR`; default off). Not a config file key: a
+  // property of one run.
+  std::optional<std::string> trace_dir;
   // Sharded data parallelism (docs/zero.md): ZeRO stage 1, 2 or 3 through DeepSpeed's names, or FSDP's
   // sharding strategies (FULL_SHARD is stage 3, SHARD_GRAD_OP stage 2). At most one of the two
   // (ACCEL_ZERO_STAGE, ACCEL_FSDP_SHARDING_STRATEGY). Neither: plain data parallel.
@@ -122,6 +128,7 @@ struct EffectiveSettings {
   Setting<bool> debug;
   Setting<int> timeout;
   Setting<bool> check;
+  Setting<std::string> trace_dir;  // "" when off
   // OpenMP threads each op may use here (omp_get_max_threads when the settings were resolved), and
   // where the count came from ("environment OMP_NUM_THREADS" or "OpenMP default"). Not a setting
   // accel resolves: `accel launch` sets OMP_NUM_THREADS, the OpenMP runtime reads it. The start-up

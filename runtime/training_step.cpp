@@ -3,6 +3,8 @@
 
 #include <unordered_set>
 
+#include "collective/timeline.h"
+
 namespace accel {
 
 TrainingStep::TrainingStep(GradientAccumulation& accumulation, Precision& precision, Strategy& strategy,
@@ -26,6 +28,7 @@ int64_t TrainingStep::steps_per_call() {
 
 void TrainingStep::step(optim::Optimizer& optimizer) {
   if (!accumulation_.sync_gradients()) return;  // inside a window: keep accumulating
+  const timeline::Span span("optimizer step");
   accumulation_.grads_used();
   if (!optimizers_.empty() && optimizers_.front().lock().get() == &optimizer) ++completed_steps_;
   last_step_skipped_ = false;

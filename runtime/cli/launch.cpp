@@ -18,6 +18,7 @@
 #include "runtime/child_process.h"
 #include "runtime/cli/rendezvous.h"
 #include "runtime/checkpoint/preemption.h"
+#include "runtime/cli/trace_command.h"
 #include "runtime/process_state.h"
 
 namespace accel {
@@ -100,6 +101,10 @@ std::vector<std::string> mpirun_command(const LaunchRequest& request, const Host
   for (const auto& [name, value] : settings_environment(c)) {
     argv.push_back("-x");
     argv.push_back(name + "=" + value);
+  }
+  if (!request.trace_dir.empty()) {
+    argv.push_back("-x");
+    argv.push_back("ACCEL_TRACE=" + request.trace_dir);
   }
   if (request.export_main_process_port) {
     argv.push_back("-x");
@@ -239,6 +244,18 @@ class RunDirectory {
  private:
   std::string path_;
 };
+
+// After a job run with --trace: what `accel trace merge DIR DIR/trace.json --svg DIR/step.svg` does. A
+// trace that cannot be merged (no rank got far enough to write one) is reported, not fatal: the job's
+// own status is what the launch returns.
+void merge_launch_trace(const std::string& dir, std::ostream& log) {
+  const std::filesystem::path d(dir);
+  try {
+    merge_trace_dir({dir, (d / "trace.json").string(), (d / "step.svg").string()}, log);
+  } catch (const Error& e) {
+    log << "accel launch: the timeline was not merged: " << e.what() << "\n";
+  }
+}
 }  // namespace
 
 int run_job(const std::vector<std::string>& mpirun_argv, std::ostream& log) {
@@ -268,7 +285,9 @@ int launch(const LaunchRequest& request, const HostFacts& host, bool dry_run, st
     out << shell_join(argv) << "\n";
     return 0;
   }
-  return run_job(argv, log);
+  const int status = run_job(argv, log);
+  if (!request.trace_dir.empty()) merge_launch_trace(request.trace_dir, log);
+  return status;
 }
 
 std::string shell_join(const std::vector<std::string>& argv) {

@@ -32,6 +32,10 @@ struct LaunchRequest {
   // printed before the job starts unless quiet (-q/--quiet).
   std::vector<std::string> notes;
   bool quiet = false;
+  // --trace DIR (absolute): every rank records its timeline there (ACCEL_TRACE), and after the job
+  // the launcher merges them into DIR/trace.json, draws the last step in DIR/step.svg and prints the
+  // straggler summary.
+  std::string trace_dir;
 };
 
 // How the launch finds its machines.

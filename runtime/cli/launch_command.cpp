@@ -60,6 +60,9 @@ LaunchCommand::LaunchCommand(CLI::App& app) {
                     "The first-step sanity report (ACCEL_CHECK=1): after the first optimizer step, parameters that did "
                     "not change or got no gradient, gradients that differ across ranks, the dtypes, what the "
                     "optimizers hold");
+  launch_->add_option("--trace", trace_dir_,
+                      "Record every rank's timeline in DIR (ACCEL_TRACE), then merge it into DIR/trace.json, draw the "
+                      "last step in DIR/step.svg and print the straggler summary");
   launch_->add_flag("-q,--quiet", quiet_, "No notes from accel launch itself (the ranks' output is unchanged)");
   // Accelerate's words that mean nothing more here, accepted so its command lines run.
   launch_->add_flag("--multi_gpu", multi_gpu_, "Accepted for Accelerate's command lines: the GPU count decides");
@@ -129,6 +132,7 @@ LaunchRequest LaunchCommand::request(const std::vector<std::string>& after_separ
   request.num_cpu_threads_per_process = cpu_threads_;
   if (const char* threads = std::getenv("OMP_NUM_THREADS"); threads != nullptr) request.user_omp_num_threads = threads;
   request.quiet = quiet_;
+  if (!trace_dir_.empty()) request.trace_dir = std::filesystem::absolute(trace_dir_).string();
   add_notes(request, path);
   return request;
 }

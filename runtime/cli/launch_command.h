@@ -35,6 +35,7 @@ class LaunchCommand {
   double rendezvous_timeout_ = 300;
   bool cpu_ = false, dry_run_ = false, use_deepspeed_ = false, use_fsdp_ = false;
   bool multi_gpu_ = false, module_ = false, quiet_ = false, debug_ = false, check_ = false;
+  std::string trace_dir_;
   int zero_stage_ = -1;
 };
 

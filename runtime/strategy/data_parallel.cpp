@@ -2,9 +2,6 @@
 // around each backward.
 #include "runtime/strategy/data_parallel.h"
 
-#include "autograd/grad_mode.h"
-#include "tensor/nograd/copy.h"
-#include "tensor/nograd/views.h"
 
 namespace accel {
 
@@ -27,16 +24,7 @@ void DataParallel::prepare_model(nn::Module& model) {
 }
 
 void DataParallel::broadcast_from_main(const nn::StateDict& entries) const {
-  NoGradGuard no_grad;
-  for (const auto& [name, t] : entries) {
-    if (t.is_contiguous()) {
-      env_.comm_for(t).broadcast(t, 0);
-    } else {
-      Tensor staged = nograd::contiguous(t);
-      env_.comm_for(staged).broadcast(staged, 0);
-      nograd::copy_(t, staged);
-    }
-  }
+  broadcast_from_rank0(entries, [this](const Tensor& t) -> Communicator& { return env_.comm_for(t); }, "data parallel");
 }
 
 DataShard DataParallel::data_shard() const { return {env_.rank(), env_.world_size()}; }

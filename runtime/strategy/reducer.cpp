@@ -171,9 +171,9 @@ void Reducer::launch_ready() {
     if (s.buffer.dtype() == DType::f32 && comm_dtype_ != DType::f32) {
       NoGradGuard no_grad;
       s.wire = nograd::to_dtype(s.buffer, comm_dtype_);
-      s.work = comm_->all_reduce_async(s.wire, ReduceOp::avg, fmt::format("reducer bucket {}", next_launch_));
+      s.work = comm_->all_reduce_async(s.wire, ReduceOp::avg, CallSite::gradient_sync(fmt::format("reducer bucket {}", next_launch_)));
     } else {
-      s.work = comm_->all_reduce_async(s.buffer, ReduceOp::avg, fmt::format("reducer bucket {}", next_launch_));
+      s.work = comm_->all_reduce_async(s.buffer, ReduceOp::avg, CallSite::gradient_sync(fmt::format("reducer bucket {}", next_launch_)));
     }
     events_.push_back({ReducerEvent::Kind::bucket_launched, static_cast<int64_t>(next_launch_)});
     ++next_launch_;

@@ -5,12 +5,26 @@
 #include <algorithm>
 #include <cmath>
 
+#include <fmt/format.h>
+
 #include "autograd/grad_mode.h"
+#include "collective/communicator.h"
 #include "tensor/nograd/copy.h"
 #include "tensor/nograd/elementwise.h"
 #include "tensor/nograd/reduce.h"
+#include "tensor/nograd/views.h"
 
 namespace accel {
+
+void broadcast_from_rank0(const nn::StateDict& entries, const std::function<Communicator&(const Tensor&)>& comm_for,
+                          const char* who) {
+  NoGradGuard no_grad;
+  for (const auto& [name, t] : entries) {
+    const Tensor sent = t.is_contiguous() ? t : nograd::contiguous(t);
+    comm_for(sent).broadcast(sent, 0, fmt::format("{} broadcast of {}", who, name));
+    if (!sent.is_same(t)) nograd::copy_(t, sent);
+  }
+}
 
 Strategy::~Strategy() {
   for (HookHandle& hook : unit_hooks_) hook.remove();

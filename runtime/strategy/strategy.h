@@ -4,6 +4,7 @@
 // and tensor parallelism are each one more subclass. docs/architecture.md shows a step through it.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -93,5 +94,12 @@ class Strategy {
  private:
   std::vector<HookHandle> unit_hooks_;
 };
+
+class Communicator;
+
+// Every rank takes rank 0's values of entries, through comm_for(tensor): contiguous ones in place,
+// others through a contiguous copy. Each broadcast is named "<who> broadcast of <name>" in the ledger.
+void broadcast_from_rank0(const nn::StateDict& entries, const std::function<Communicator&(const Tensor&)>& comm_for,
+                          const char* who);
 
 }  // namespace accel

@@ -9,7 +9,6 @@
 #include "autograd/grad_mode.h"
 #include "tensor/creation.h"
 #include "tensor/nograd/copy.h"
-#include "tensor/nograd/views.h"
 #include "tensor/nograd/elementwise.h"
 
 namespace accel {
@@ -28,16 +27,7 @@ std::string ZeroStrategy::name() const { return fmt::format("zero_{}", stage_); 
 DataShard ZeroStrategy::data_shard() const { return {comm_->rank(), comm_->size()}; }
 
 void ZeroStrategy::broadcast_from_main(const nn::StateDict& entries) const {
-  NoGradGuard no_grad;
-  for (const auto& [name, t] : entries) {
-    if (t.is_contiguous()) {
-      comm_->broadcast(t, 0);
-    } else {
-      Tensor staged = nograd::contiguous(t);
-      comm_->broadcast(staged, 0);
-      nograd::copy_(t, staged);
-    }
-  }
+  broadcast_from_rank0(entries, [this](const Tensor&) -> Communicator& { return *comm_; }, "zero");
 }
 
 ZeroStrategy::Unit& ZeroStrategy::add_unit(const nn::Module& model, const std::string& name,
@@ -121,7 +111,7 @@ void ZeroStrategy::start_reduce_scatter(Unit& unit, const Tensor& flat_grad) {
   unit.wire_in = narrow_wire ? nograd::to_dtype(flat_grad, comm_dtype_) : flat_grad;
   unit.wire_out = empty({unit.flat->shard_numel()}, unit.wire_in.dtype(), unit.wire_in.device());
   unit.work = comm_->reduce_scatter_async(unit.wire_in, unit.wire_out, ReduceOp::avg,
-                                          fmt::format("zero reduce-scatter of {}", unit.flat->name()));
+                                          CallSite::gradient_sync(fmt::format("zero reduce-scatter of {}", unit.flat->name())));
 }
 
 void ZeroStrategy::finish_reduce_scatter(Unit& unit, bool add) {
