@@ -131,3 +131,20 @@ TEST_CASE("timeout: code, then ACCEL_TIMEOUT, then the config file, then 600 s; 
   CHECK_THROWS_WITH_AS(resolve_settings(o, env_with("3000000")),
                        doctest::Contains("a whole number of seconds in [1, 2592000]"), Error);
 }
+
+TEST_CASE("trace_dir: code, then ACCEL_TRACE; off by default and then absent from the start-up line") {
+  AcceleratorOptions o;
+  auto env_with = [](const char* value) {
+    return EnvironmentVariables{{"ACCEL_CONFIG_FILE", "/nonexistent/accel-test-settings.yaml"}, {"ACCEL_TRACE", value}};
+  };
+  EffectiveSettings s = resolve_settings(o, env_with(""));
+  CHECK(s.trace_dir.value.empty());
+  CHECK(s.describe().find("trace=") == std::string::npos);
+  s = resolve_settings(o, env_with("/tmp/run7"));
+  CHECK(s.trace_dir.value == "/tmp/run7");
+  CHECK(s.describe().find(", trace=/tmp/run7 (environment ACCEL_TRACE)") != std::string::npos);
+  o.trace_dir = "mine";
+  s = resolve_settings(o, env_with("/tmp/run7"));
+  CHECK(s.trace_dir.value == "mine");
+  CHECK(s.trace_dir.source == "code");
+}
