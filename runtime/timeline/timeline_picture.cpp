@@ -132,7 +132,11 @@ double nice_tick(double span_ms) {
 
 std::string timeline_svg(const std::vector<RankTrace>& traces, const TimelinePictureOptions& options) {
   if (traces.empty() || traces[0].rank != 0) throw Error("timeline_svg: rank 0's timeline is needed for the step window");
-  const auto [from, to, step] = step_window(traces[0], options.step);
+  const Window window = step_window(traces[0], options.step);
+  // A margin on each side, so that the bars at the window's edges (another rank's, a little late) show.
+  const double margin = 0.03 * (window.to - window.from);
+  const double from = window.from - margin, to = window.to + margin;
+  const int step = window.step;
   std::vector<Row> rows;
   for (const RankTrace& t : traces)
     for (Row& r : rows_of(t, from, to)) rows.push_back(std::move(r));
@@ -145,9 +149,10 @@ std::string timeline_svg(const std::vector<RankTrace>& traces, const TimelinePic
       "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" height=\"{}\" font-family=\"sans-serif\" "
       "font-size=\"11\">\n<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n",
       options.width_px, height + 20);
-  const double span_ms = (to - from) / 1000.0, tick = nice_tick(span_ms);
+  // Time 0 is where rank 0's step begins.
+  const double span_ms = (window.to - window.from) / 1000.0, tick = nice_tick(span_ms);
   for (double t = 0; t <= span_ms + 1e-9; t += tick) {
-    const double x = x_of(from + t * 1000.0);
+    const double x = x_of(window.from + t * 1000.0);
     svg += fmt::format("<line x1=\"{0:.1f}\" y1=\"{1}\" x2=\"{0:.1f}\" y2=\"{2}\" stroke=\"#ddd\"/>"
                        "<text x=\"{0:.1f}\" y=\"{3}\" text-anchor=\"middle\">{4:g} ms</text>\n",
                        x, kTop - 6, height, kTop - 12, t);
