@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The one entry point for a fresh Debian 12 machine: installs what is missing, builds, then
 #   ./build.sh example   builds libaccel and examples/linear_regression only, and runs it
-#   ./build.sh test      runs the whole test suite
+#   ./build.sh test      runs the whole test suite, then each fuzz harness for 30 s (as CI does)
 #   ./build.sh fuzz SECONDS  builds the libFuzzer harnesses of the file readers (clang, ASan+UBSan, in
 #                        build-fuzz/) and runs each for SECONDS; fails if any finds a crash
 #   ./build.sh sanitize  builds the library and the CPU test suite with ASan+UBSan (g++, no CUDA, no
@@ -25,7 +25,7 @@ esac
 packages=(g++ meson ninja-build pkg-config libeigen3-dev libfmt-dev nlohmann-json3-dev libcli11-dev
           libyaml-cpp-dev doctest-dev libopenmpi-dev openmpi-bin iproute2 procps)
 # The fuzz build's compiler, libFuzzer with the sanitizer runtimes, and clang's OpenMP.
-if [ "$what" = fuzz ]; then
+if [ "$what" = fuzz ] || [ "$what" = test ]; then
   packages+=(clang libclang-rt-14-dev libomp-dev)
 fi
 missing=()
@@ -64,4 +64,6 @@ if [ "$what" = example ]; then
 else
   ninja -C build
   meson test -C build --print-errorlogs
+  # The readers' fuzzers, bounded: 30 s each (docs/debugging.md, "Fuzzing").
+  tests/fuzz/run_fuzzers.sh 30
 fi

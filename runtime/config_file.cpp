@@ -18,7 +18,7 @@
 #include "kernels/error.h"
 #include "runtime/accelerate_config.h"
 #include "runtime/sharding_plugins.h"
-#include "runtime/tracking/tracker_registry.h"
+#include "runtime/tracking/tracker_names.h"
 
 namespace accel {
 

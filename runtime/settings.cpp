@@ -14,7 +14,7 @@
 #include "runtime/accelerate_names.h"
 #include "runtime/config_file.h"
 #include "runtime/process_state.h"
-#include "runtime/tracking/tracker_registry.h"
+#include "runtime/tracking/tracker_names.h"
 
 namespace accel {
 

@@ -11,7 +11,7 @@
 #include "runtime/cli/free_port.h"
 #include "runtime/config_file.h"
 #include "runtime/sharding_plugins.h"
-#include "runtime/tracking/tracker_registry.h"
+#include "runtime/tracking/tracker_names.h"
 
 namespace accel {
 

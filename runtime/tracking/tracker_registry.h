@@ -1,26 +1,16 @@
-// The built-in trackers by name: the names log_with takes (in code, ACCEL_LOG_WITH, the config file
-// and `accel launch --log_with`), how a list of them is checked, and the tracker each name makes.
+// The built-in trackers by name: the tracker each name of runtime/tracking/tracker_names.h makes.
 #pragma once
 
 #include <filesystem>
 #include <memory>
-#include <optional>
 #include <string>
 #include <vector>
 
 #include "runtime/tracking/tracker.h"
+#include "runtime/tracking/tracker_names.h"
 
 namespace accel {
 
-// "jsonl", "csv", "tensorboard": what "all" stands for, in that order.
-const std::vector<std::string>& builtin_tracker_names();
-// The words for an error message: "jsonl, csv, tensorboard or all".
-std::string tracker_choices();
-// The names in a comma-separated list (spaces around a name are dropped; "" is the empty list), or
-// nullopt when one of them is not a built-in name or "all".
-std::optional<std::vector<std::string>> parse_tracker_list(const std::string& comma_separated);
-// The names with "all" expanded and each name once, in the order first given.
-std::vector<std::string> expand_tracker_names(const std::vector<std::string>& names);
 // The tracker a built-in name makes, writing into run_dir (which exists).
 std::unique_ptr<Tracker> make_builtin_tracker(const std::string& name, const std::filesystem::path& run_dir);
 
