@@ -7,7 +7,6 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
-#include <regex>
 
 #include "kernels/error.h"
 
@@ -39,18 +38,26 @@ RankTrace read_one(const std::filesystem::path& path, int rank_in_name) {
   return trace;
 }
 
+// The R of "accel_trace_rank<R>.json", or -1 for any other name.
+int rank_in_file_name(const std::string& name) {
+  const std::string prefix = "accel_trace_rank", suffix = ".json";
+  if (name.size() <= prefix.size() + suffix.size() || name.size() > prefix.size() + suffix.size() + 7 ||
+      name.compare(0, prefix.size(), prefix) != 0 || name.compare(name.size() - suffix.size(), suffix.size(), suffix) != 0)
+    return -1;
+  const std::string digits = name.substr(prefix.size(), name.size() - prefix.size() - suffix.size());
+  if (!std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; })) return -1;
+  return std::stoi(digits);
+}
+
 }  // namespace
 
 std::vector<RankTrace> read_rank_traces(const std::string& dir, std::vector<std::string>& notes) {
   if (!std::filesystem::is_directory(dir))
     throw Error(fmt::format("read_rank_traces: '{}' is not a directory", dir));
-  const std::regex name(R"(accel_trace_rank(\d{1,7})\.json)");
   std::vector<RankTrace> ranks;
-  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
-    std::smatch m;
-    const std::string file = entry.path().filename().string();
-    if (std::regex_match(file, m, name)) ranks.push_back(read_one(entry.path(), std::stoi(m[1])));
-  }
+  for (const auto& entry : std::filesystem::directory_iterator(dir))
+    if (const int rank = rank_in_file_name(entry.path().filename().string()); rank >= 0)
+      ranks.push_back(read_one(entry.path(), rank));
   if (ranks.empty())
     throw Error(fmt::format("read_rank_traces: no accel_trace_rank<R>.json in '{}'; run with ACCEL_TRACE={} "
                             "(or accel launch --trace {}) first",
