@@ -7,45 +7,63 @@
 
 #include <cmath>
 
+#include "kernels/activation_tables.h"
 #include "kernels/double_float.h"
 #include "kernels/exp_math.h"
+#include "kernels/half.h"
 #include "kernels/hd.h"
 
 namespace accel {
 
-// tanh on |x| < 1: x + x^3 p(x^2), p a degree-7 least-squares fit (0.05 of 2^-24 relative).
-ACCEL_HD_INLINE float tanh_small_f32(float x) {
-  const float s = x * x;
-  float p = 1.203920692e-04f;
-  p = fmaf(p, s, -8.367865230e-04f);
-  p = fmaf(p, s, 3.071459942e-03f);
-  p = fmaf(p, s, -8.589019999e-03f);
-  p = fmaf(p, s, 2.178184874e-02f);
-  p = fmaf(p, s, -5.395236239e-02f);
-  p = fmaf(p, s, 1.333319098e-01f);
-  p = fmaf(p, s, -3.333332837e-01f);
-  return fmaf(x * s, p, x);
+namespace tanh_detail {
+
+using namespace activation_tables;
+
+// |x| is clamped into [12, 15), where the tables are constant (tanh 1, its derivative 0); NaN passes.
+constexpr float kClamp = 14.0f;
+
+// The table entry of a = |x|: the top bits of t = 1 + a (its exponent and 3 mantissa bits, mod 32),
+// so intervals are 1/8 wide below a = 1 and double with each octave of t, out to width 1 at a = 7.
+ACCEL_HD_INLINE uint32_t interval(float t) { return (float_bits(t) >> 20) & 31u; }
+
+// sum_k c_k[j] r^k by Horner in fma: what the AVX-512 loop computes lane for lane.
+ACCEL_HD_INLINE float horner(const float* const c[6], uint32_t j, float r) {
+  float p = c[5][j];
+  p = fmaf(p, r, c[4][j]);
+  p = fmaf(p, r, c[3][j]);
+  p = fmaf(p, r, c[2][j]);
+  p = fmaf(p, r, c[1][j]);
+  return fmaf(p, r, c[0][j]);
 }
 
-// tanh(x) within 1.0 ulp. For |x| >= 1, tanh|x| = 1 - 2e / (1 + e) with e = exp(-2|x|) <= 0.14:
-// the errors of e and of the quotient are scaled by q = 2e / (1 + e) <= 0.24 against an ulp of a
-// result in [0.76, 1), so they add a fifth of an ulp each to the last rounding. (Below 1 that
-// factor grows, hence the polynomial.)
+}  // namespace tanh_detail
+
+// tanh(x) within an ulp, division-free: a degree-5 polynomial in a - centre on 32 intervals of
+// a = |x| (kernels/activation_tables.h). Each centre is a float where tanh is within a few percent
+// of an ulp of a float, so the constant term is exact and the rest is under a third of the result.
+// Below a = 0.5 the polynomial is tanh(a) - a, added to a last: a stays exact and the result keeps
+// its relative accuracy down to denormals.
 ACCEL_HD_INLINE float tanh_f32(float x) {
-  const float a = fabsf(x);
-  const float e = exp_f32(-2.0f * (9.5f < a ? 9.5f : a));  // tanh rounds to 1 beyond 9.01
-  const float big = 1.0f - (e + e) / (1.0f + e);
-  return copysignf(a < 1.0f ? tanh_small_f32(a) : big, x);  // odd, -0 included
+  using namespace tanh_detail;
+  const float a0 = fabsf(x);
+  const float a = kClamp < a0 ? kClamp : a0;
+  const float t = 1.0f + a;
+  const uint32_t j = interval(t);
+  const float* const c[6] = {kTanhC0, kTanhC1, kTanhC2, kTanhC3, kTanhC4, kTanhC5};
+  const float y = horner(c, j, a - kTanhCenter[j]);
+  return copysignf(t < 1.5f ? y + a : y, x);  // odd, -0 included
 }
 
-// d tanh(x)/dx = 1 - tanh(x)^2 = 4e / (1 + e)^2 with e = exp(-2|x|), from x: a few ulp relative
-// everywhere, where 1 - y^2 from a rounded y = tanh(x) is off by up to 3e-8 / (1 - |y|) relative.
+// d tanh(x)/dx = sech^2(x) from x, within about 1e-7 relative where it is above 1e-3 and 1e-10
+// absolute below (where 1 - y^2 from a rounded y = tanh(x) would be off by up to 3e-8 / (1 - |y|)
+// relative): the same intervals with their own polynomials, 0 beyond |x| = 12.
 ACCEL_HD_INLINE float tanh_grad_f32(float x) {
-  const float a = fabsf(x);
-  const float e = exp_f32(-2.0f * (43.0f < a ? 43.0f : a));
-  const float d = 1.0f + e;
-  const float g = 4.0f * e / (d * d);
-  return 43.0f < a ? 0.0f : g;  // below 2e-37 the grad is flushed to 0
+  using namespace tanh_detail;
+  const float a0 = fabsf(x);
+  const float a = kClamp < a0 ? kClamp : a0;
+  const uint32_t j = interval(1.0f + a);
+  const float* const c[6] = {kTanhGradC0, kTanhGradC1, kTanhGradC2, kTanhGradC3, kTanhGradC4, kTanhGradC5};
+  return horner(c, j, a - kTanhGradCenter[j]);
 }
 
 namespace gelu_detail {
