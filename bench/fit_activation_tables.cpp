@@ -17,7 +17,7 @@ using LD = long double;
 using Fn = std::function<LD(LD)>;
 
 constexpr int kIntervals = 32;
-constexpr int kDegree = 5;  // coefficients c0..c5
+constexpr int kMaxDegree = 6;  // coefficients c0..c6
 
 uint32_t bits_of(float f) {
   uint32_t u;
@@ -57,7 +57,8 @@ std::vector<LD> solve(std::vector<std::vector<LD>> a, std::vector<LD> b) {
 struct Interval {
   LD lo, hi;    // in the input variable
   float center;  // r = x - center
-  float coef[kDegree + 1];
+  float coef[kMaxDegree + 1];
+  int degree = 5;
 };
 
 // Fits coefficients k >= first of g(center + r) ~ sum c_k r^k on r in [lo - center, hi - center],
@@ -70,6 +71,7 @@ void fit(Interval& iv, const Fn& g, const Fn& weight, int first) {
     const LD t = std::cos(M_PIl * (i + 0.5L) / n_pts);
     rs.push_back((iv.lo + iv.hi) / 2 + t * (iv.hi - iv.lo) / 2 - iv.center);
   }
+  const int kDegree = iv.degree;
   for (int k = first; k <= kDegree; ++k) {
     std::vector<LD> fixed_part(n_pts);
     for (int i = 0; i < n_pts; ++i) {
@@ -137,6 +139,7 @@ void interval_bounds(int j, LD offset, LD& lo, LD& hi) {
 struct Table {
   std::string name, doc;
   std::vector<Interval> iv;
+  int degree = 5;
 };
 
 // tanh, |x| = a, t = 1 + a. Below t = 1.5 (a < 0.5) the tables hold tanh(a) - a, which the kernel adds to a.
@@ -166,9 +169,9 @@ Table fit_tanh() {
   return t;
 }
 
-// sech^2(a) = d tanh / dx on the same intervals; zero from a = 12 (below 1.6e-10 there).
+// sech^2(a) = d tanh / dx on the same intervals; zero from a = 13 (below 2.1e-11 there).
 Table fit_tanh_grad() {
-  Table t{"kTanhGrad", "sech^2(a), t = 1 + a; 0 from a = 12", {}};
+  Table t{"kTanhGrad", "sech^2(a), t = 1 + a; 0 from a = 13; degree 6", {}, 6};
   const Fn f = [](LD a) {
     const LD c = std::cosh(a);
     return 1 / (c * c);
@@ -176,9 +179,10 @@ Table fit_tanh_grad() {
   const Fn weight = [&](LD a) { return 1.0L / std::max(f(a), 1e-3L); };  // the tests' floored relative error
   for (int j = 0; j < kIntervals; ++j) {
     Interval iv{};
+    iv.degree = t.degree;
     interval_bounds(j, 1, iv.lo, iv.hi);
     const LD slack = std::ldexp(1.0L, std::ilogb(1 + iv.lo) - 22);
-    if (iv.lo >= 12) {
+    if (iv.lo >= 13) {
       iv.center = static_cast<float>(iv.lo);
     } else {
       iv.center = iv.lo == 0 ? 0.0f : pick_center(iv.lo, iv.hi, f);
@@ -192,12 +196,51 @@ Table fit_tanh_grad() {
   return t;
 }
 
+// GELU's derivative on a uniform grid: cell j = round(x / kGeluGradStep) + 16 mod 32 for x clamped to
+// [-6.6, 6.3]; cell 0 (x below -6.44, where the grad is under 1e-9) is 0, cell 31 (above 6.03, where it
+// is 1 to 1e-11) is 1. The cell holding the grad's zero (x = -0.7525) is centred there, so near it the
+// polynomial is c1 r + ... and keeps the absolute accuracy the tests ask there.
+constexpr LD kGeluGradStep = 0.416L, kGeluGradOffset = 16;
+Table fit_gelu_grad() {
+  Table t{"kGeluGrad", "d gelu(x)/dx on cells of x of width 0.416 (kernels/activation_math.h, gelu_grad_f32), degree 6",
+          {}, 6};
+  const LD k = 0.79788456080286535588L, c = 0.044715L;
+  const Fn f = [=](LD x) {
+    const LD s = 1 / (1 + std::exp(-2 * k * (x + c * x * x * x)));
+    return s + x * s * (1 - s) * 2 * k * (1 + 3 * c * x * x);
+  };
+  // the tests' floored relative error, and absolute around the zero (tests/kernels/test_activation_math.cpp)
+  const Fn weight = [&](LD x) { return 1.0L / (std::fabs(x + 0.75L) < 0.02L ? 1e-3L : std::max(std::fabs(f(x)), 1e-3L)); };
+  // the zero of f, by bisection
+  LD lo = -0.8L, hi = -0.7L;
+  for (int i = 0; i < 200; ++i) (f((lo + hi) / 2) < 0 ? lo : hi) = (lo + hi) / 2;
+  const LD root = (lo + hi) / 2;
+  for (int j = 0; j < kIntervals; ++j) {
+    Interval iv{};
+    iv.degree = t.degree;
+    const LD mid = (j - kGeluGradOffset) * kGeluGradStep;
+    iv.lo = mid - kGeluGradStep * 0.51L;
+    iv.hi = mid + kGeluGradStep * 0.51L;
+    if (j == 0 || j == kIntervals - 1) {
+      iv.center = static_cast<float>(mid);
+      iv.coef[0] = j == 0 ? 0.0f : 1.0f;
+    } else {
+      const bool at_root = std::fabs(mid - root) <= kGeluGradStep / 2;
+      iv.center = at_root ? static_cast<float>(root) : pick_center(mid - kGeluGradStep / 2, mid + kGeluGradStep / 2, f);
+      iv.coef[0] = static_cast<float>(f(iv.center));
+      fit(iv, f, weight, 1);
+    }
+    t.iv.push_back(iv);
+  }
+  return t;
+}
+
 void print_table(const Table& t) {
   std::printf("// %s\n", t.doc.c_str());
   std::printf("ACCEL_ACTIVATION_TABLE %sCenter[32] = {", t.name.c_str());
   for (int j = 0; j < kIntervals; ++j) std::printf("%s%.8ef", j == 0 ? "\n    " : j % 4 ? ", " : ",\n    ", t.iv[j].center);
   std::printf("};\n");
-  for (int k = 0; k <= kDegree; ++k) {
+  for (int k = 0; k <= t.degree; ++k) {
     std::printf("ACCEL_ACTIVATION_TABLE %sC%d[32] = {", t.name.c_str(), k);
     for (int j = 0; j < kIntervals; ++j)
       std::printf("%s%.8ef", j == 0 ? "\n    " : j % 4 ? ", " : ",\n    ", t.iv[j].coef[k]);
@@ -210,9 +253,10 @@ void print_table(const Table& t) {
 int main() {
   std::printf(
       "// Generated by bench/fit_activation_tables.cpp (run it and redirect here to re-derive): the\n"
-      "// piecewise-polynomial coefficients of the f32 tanh and its derivative in kernels/activation_math.h.\n"
-      "// Entry j serves the inputs whose t = 1 + |x| has float bits >> 20 equal to j mod 32 (t in [1, 16):\n"
-      "// eight intervals per octave); its polynomial is sum_k Ck[j] (|x| - Center[j])^k.\n"
+      "// piecewise-polynomial coefficients of the f32 tanh, its derivative and GELU's derivative in\n"
+      "// kernels/activation_math.h. A tanh entry j serves the inputs whose t = 1 + |x| has float bits >> 20\n"
+      "// equal to j mod 32 (t in [1, 16): eight intervals per octave); a GELU-grad entry serves a cell of a\n"
+      "// uniform grid of x. Each polynomial is sum_k Ck[j] (x' - Center[j])^k, x' the (clamped) |x| or x.\n"
       "#pragma once\n\n"
       "#include \"kernels/hd.h\"\n\n"
       "#if defined(__CUDA_ARCH__)\n"
@@ -224,6 +268,8 @@ int main() {
   print_table(fit_tanh());
   std::printf("\n");
   print_table(fit_tanh_grad());
+  std::printf("\n");
+  print_table(fit_gelu_grad());
   std::printf("\n}  // namespace accel::activation_tables\n");
   return 0;
 }

@@ -19,21 +19,19 @@ namespace tanh_detail {
 
 using namespace activation_tables;
 
-// |x| is clamped into [12, 15), where the tables are constant (tanh 1, its derivative 0); NaN passes.
+// |x| is clamped into [13, 15), where the tables are constant (tanh 1, its derivative 0); NaN passes.
 constexpr float kClamp = 14.0f;
 
 // The table entry of a = |x|: the top bits of t = 1 + a (its exponent and 3 mantissa bits, mod 32),
 // so intervals are 1/8 wide below a = 1 and double with each octave of t, out to width 1 at a = 7.
 ACCEL_HD_INLINE uint32_t interval(float t) { return (float_bits(t) >> 20) & 31u; }
 
-// sum_k c_k[j] r^k by Horner in fma: what the AVX-512 loop computes lane for lane.
-ACCEL_HD_INLINE float horner(const float* const c[6], uint32_t j, float r) {
-  float p = c[5][j];
-  p = fmaf(p, r, c[4][j]);
-  p = fmaf(p, r, c[3][j]);
-  p = fmaf(p, r, c[2][j]);
-  p = fmaf(p, r, c[1][j]);
-  return fmaf(p, r, c[0][j]);
+// sum_k c_k[j] r^k (k = 0 .. D) by Horner in fma: what the AVX-512 loop computes lane for lane.
+template <int D>
+ACCEL_HD_INLINE float horner(const float* const (&c)[D + 1], uint32_t j, float r) {
+  float p = c[D][j];
+  for (int k = D - 1; k >= 0; --k) p = fmaf(p, r, c[k][j]);
+  return p;
 }
 
 }  // namespace tanh_detail
@@ -50,20 +48,21 @@ ACCEL_HD_INLINE float tanh_f32(float x) {
   const float t = 1.0f + a;
   const uint32_t j = interval(t);
   const float* const c[6] = {kTanhC0, kTanhC1, kTanhC2, kTanhC3, kTanhC4, kTanhC5};
-  const float y = horner(c, j, a - kTanhCenter[j]);
+  const float y = horner<5>(c, j, a - kTanhCenter[j]);
   return copysignf(t < 1.5f ? y + a : y, x);  // odd, -0 included
 }
 
 // d tanh(x)/dx = sech^2(x) from x, within about 1e-7 relative where it is above 1e-3 and 1e-10
 // absolute below (where 1 - y^2 from a rounded y = tanh(x) would be off by up to 3e-8 / (1 - |y|)
-// relative): the same intervals with their own polynomials, 0 beyond |x| = 12.
+// relative): the same intervals with degree-6 polynomials, 0 beyond |x| = 13.
 ACCEL_HD_INLINE float tanh_grad_f32(float x) {
   using namespace tanh_detail;
   const float a0 = fabsf(x);
   const float a = kClamp < a0 ? kClamp : a0;
   const uint32_t j = interval(1.0f + a);
-  const float* const c[6] = {kTanhGradC0, kTanhGradC1, kTanhGradC2, kTanhGradC3, kTanhGradC4, kTanhGradC5};
-  return horner(c, j, a - kTanhGradCenter[j]);
+  const float* const c[7] = {kTanhGradC0, kTanhGradC1, kTanhGradC2, kTanhGradC3,
+                             kTanhGradC4, kTanhGradC5, kTanhGradC6};
+  return horner<6>(c, j, a - kTanhGradCenter[j]);
 }
 
 namespace gelu_detail {
@@ -71,8 +70,6 @@ namespace gelu_detail {
 // GELU(x) = x sigma(2u) with u = k (x + c x^3) = x (k + k c x^2), k = sqrt(2 / pi), c = 0.044715.
 constexpr double kSqrt2OverPi = 0.7978845608028654, kCubic = 0.044715;
 constexpr Float2 kK = split_constant(kSqrt2OverPi), kKC = split_constant(kSqrt2OverPi * kCubic);
-// The backward's B = 2 x du/dx = x (2k + 6 k c x^2) has the same odd-cubic form as u.
-constexpr Float2 k2K = split_constant(2 * kSqrt2OverPi), k6KC = split_constant(6 * kSqrt2OverPi * kCubic);
 
 // GELU(x) is x to f32 precision above this and flushes to zero below minus it: sigma(2u) there is
 // 1 - 1e-38 or less than 1e-38, and 2|u| <= 87.3 keeps exp(-2u) inside exp_split's domain.
@@ -115,20 +112,34 @@ ACCEL_HD_INLINE float gelu_f32(float x) {
   return kSaturation < x ? x : (x < -kSaturation ? -0.0f : out);  // +inf included
 }
 
-// d GELU(x)/dx = sigma (1 + B (1 - sigma)) with sigma = sigma(2u) and B = 2 x du/dx: within about
-// 1e-6 relative, or 1e-9 absolute where it crosses zero (x = -0.75), with sigma, 1 - sigma = E / D
-// and B carried in double-float so the bracket 1 + B (1 - sigma) keeps its digits near that zero.
+namespace gelu_grad_detail {
+
+// x is clamped to [kLow, kHigh], where the table's end cells hold 0 and 1 (the grad is below 1e-9
+// from x = -6.44 and 1 to 1e-11 from 6.03). The cell is round(x / 0.416) + 16 mod 32, from the low
+// bits of x / 0.416 + 16 + 1.5 * 2^23 (bench/fit_activation_tables.cpp, kGeluGradStep).
+constexpr float kLow = -6.6f, kHigh = 6.3f, kInvStep = static_cast<float>(1 / 0.416), kBias = 12582912.0f + 16.0f;
+
+ACCEL_HD_INLINE float clamp(float x) {  // NaN passes
+  const float hi = kHigh < x ? kHigh : x;
+  return kLow > hi ? kLow : hi;
+}
+
+ACCEL_HD_INLINE uint32_t cell(float xc) { return float_bits(fmaf(xc, kInvStep, kBias)) & 31u; }
+
+}  // namespace gelu_grad_detail
+
+// d GELU(x)/dx = sigma (1 + B (1 - sigma)), sigma = sigma(2u), B = 2 x du/dx, as a degree-6
+// polynomial in x - centre on 30 cells of width 0.416 over [-6.44, 6.03]: within about 2e-7 relative,
+// floored at 1e-3 (the tests' measure), and 1e-9 absolute at its zero (x = -0.7525), where a
+// cell is centred so that the constant term is (nearly) 0.
 ACCEL_HD_INLINE float gelu_grad_f32(float x) {
-  using namespace gelu_detail;
-  const float xc = clamp_input(x);
-  const Sigmoid2u s = sigmoid_2u(xc);  // above x = 10 this gives 1 exactly
-  const float sigma_lo = (fmaf(-s.rd, s.D.hi, 1.0f) - s.rd * s.D.lo) * s.rd;  // 1/D - rd
-  const float w = s.E.hi * s.rd;                                              // 1 - sigma, rounded
-  const float w_lo = ((fmaf(-w, s.D.hi, s.E.hi) + s.E.lo) - w * s.D.lo) * s.rd;
-  const Float2 b = odd_cubic(xc, k2K, k6KC);
-  const float bracket = fmaf(b.hi, w, 1.0f) + fmaf(b.hi, w_lo, b.lo * w);
-  const float g = fmaf(s.rd, bracket, sigma_lo * bracket);
-  return x < -kSaturation ? 0.0f : g;
+  using namespace gelu_grad_detail;
+  using namespace activation_tables;
+  const float xc = clamp(x);
+  const uint32_t j = cell(xc);
+  const float* const c[7] = {kGeluGradC0, kGeluGradC1, kGeluGradC2, kGeluGradC3,
+                             kGeluGradC4, kGeluGradC5, kGeluGradC6};
+  return tanh_detail::horner<6>(c, j, xc - kGeluGradCenter[j]);
 }
 
 }  // namespace accel

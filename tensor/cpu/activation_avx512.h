@@ -1,4 +1,4 @@
-// AVX-512 forms of the f32 tanh (and its derivative) of kernels/activation_math.h for the CPU loops:
+// AVX-512 forms of the f32 tanh, its derivative and GELU's of kernels/activation_math.h for the CPU loops:
 // the same operations lane for lane, so they give the scalar function's bits (tests/tensor/
 // test_activation_avx512.cpp), with the 32-entry coefficient tables held in registers and looked up
 // with one vpermt2ps each. Without AVX-512 the loops in vec_math.h call the scalar function.
@@ -22,30 +22,37 @@ struct Table32 {
   __m512 operator[](__m512i j) const { return _mm512_permutex2var_ps(lo, j, hi); }
 };
 
-// One piecewise polynomial of tanh_detail: the centres and c0..c5.
+// One piecewise polynomial of kernels/activation_math.h: the centres and c0..cD.
+template <int D>
 struct Piecewise {
-  Table32 center, c0, c1, c2, c3, c4, c5;
-  __m512 eval(__m512i j, __m512 a) const {  // tanh_detail::horner at r = a - center[j]
-    const __m512 r = _mm512_sub_ps(a, center[j]);
-    __m512 p = c5[j];
-    p = _mm512_fmadd_ps(p, r, c4[j]);
-    p = _mm512_fmadd_ps(p, r, c3[j]);
-    p = _mm512_fmadd_ps(p, r, c2[j]);
-    p = _mm512_fmadd_ps(p, r, c1[j]);
-    return _mm512_fmadd_ps(p, r, c0[j]);
+  Table32 center;
+  Table32 c[D + 1];
+  __m512 eval(__m512i j, __m512 x) const {  // tanh_detail::horner<D> at r = x - center[j]
+    const __m512 r = _mm512_sub_ps(x, center[j]);
+    __m512 p = c[D][j];
+    for (int k = D - 1; k >= 0; --k) p = _mm512_fmadd_ps(p, r, c[k][j]);
+    return p;
   }
 };
 
-inline Piecewise tanh_piecewise() {
+inline Piecewise<5> tanh_piecewise() {
   using namespace activation_tables;
-  return {Table32(kTanhCenter), Table32(kTanhC0), Table32(kTanhC1), Table32(kTanhC2),
-          Table32(kTanhC3),     Table32(kTanhC4), Table32(kTanhC5)};
+  return {Table32(kTanhCenter),
+          {Table32(kTanhC0), Table32(kTanhC1), Table32(kTanhC2), Table32(kTanhC3), Table32(kTanhC4), Table32(kTanhC5)}};
 }
 
-inline Piecewise tanh_grad_piecewise() {
+inline Piecewise<6> tanh_grad_piecewise() {
   using namespace activation_tables;
-  return {Table32(kTanhGradCenter), Table32(kTanhGradC0), Table32(kTanhGradC1), Table32(kTanhGradC2),
-          Table32(kTanhGradC3),     Table32(kTanhGradC4), Table32(kTanhGradC5)};
+  return {Table32(kTanhGradCenter),
+          {Table32(kTanhGradC0), Table32(kTanhGradC1), Table32(kTanhGradC2), Table32(kTanhGradC3),
+           Table32(kTanhGradC4), Table32(kTanhGradC5), Table32(kTanhGradC6)}};
+}
+
+inline Piecewise<6> gelu_grad_piecewise() {
+  using namespace activation_tables;
+  return {Table32(kGeluGradCenter),
+          {Table32(kGeluGradC0), Table32(kGeluGradC1), Table32(kGeluGradC2), Table32(kGeluGradC3),
+           Table32(kGeluGradC4), Table32(kGeluGradC5), Table32(kGeluGradC6)}};
 }
 
 // kClamp < |x| ? kClamp : |x|, NaN passing as in the scalar form (vminps returns its second operand
@@ -56,7 +63,7 @@ inline __m512 clamped_abs(__m512 x) { return _mm512_min_ps(_mm512_set1_ps(tanh_d
 inline __m512i interval(__m512 t) { return _mm512_srli_epi32(_mm512_castps_si512(t), 20); }
 
 // tanh_f32 on 16 lanes.
-inline __m512 tanh16(const Piecewise& pw, __m512 x) {
+inline __m512 tanh16(const Piecewise<5>& pw, __m512 x) {
   const __m512 a = clamped_abs(x);
   const __m512 t = _mm512_add_ps(_mm512_set1_ps(1.0f), a);
   __m512 y = pw.eval(interval(t), a);
@@ -67,16 +74,24 @@ inline __m512 tanh16(const Piecewise& pw, __m512 x) {
 }
 
 // tanh_grad_f32 on 16 lanes.
-inline __m512 tanh_grad16(const Piecewise& pw, __m512 x) {
+inline __m512 tanh_grad16(const Piecewise<6>& pw, __m512 x) {
   const __m512 a = clamped_abs(x);
   return pw.eval(interval(_mm512_add_ps(_mm512_set1_ps(1.0f), a)), a);
+}
+
+// gelu_grad_f32 on 16 lanes: min and max in the scalar form's operand order (NaN passes).
+inline __m512 gelu_grad16(const Piecewise<6>& pw, __m512 x) {
+  using namespace gelu_grad_detail;
+  const __m512 xc = _mm512_max_ps(_mm512_set1_ps(kLow), _mm512_min_ps(_mm512_set1_ps(kHigh), x));
+  const __m512 t = _mm512_fmadd_ps(xc, _mm512_set1_ps(kInvStep), _mm512_set1_ps(kBias));
+  return pw.eval(_mm512_castps_si512(t), xc);
 }
 
 // The mask of the first min(n, 16) lanes.
 inline __mmask16 head_mask(int64_t n) { return n >= 16 ? __mmask16(0xffff) : __mmask16((1u << n) - 1); }
 
 inline void tanh_f32(const float* in, float* out, int64_t n) {
-  const Piecewise pw = tanh_piecewise();
+  const Piecewise<5> pw = tanh_piecewise();
   for (int64_t i = 0; i < n; i += 16) {
     const __mmask16 m = head_mask(n - i);
     _mm512_mask_storeu_ps(out + i, m, tanh16(pw, _mm512_maskz_loadu_ps(m, in + i)));
@@ -85,10 +100,20 @@ inline void tanh_f32(const float* in, float* out, int64_t n) {
 
 // out = grad * tanh_grad_f32(x)
 inline void tanh_backward_f32(const float* grad, const float* x, float* out, int64_t n) {
-  const Piecewise pw = tanh_grad_piecewise();
+  const Piecewise<6> pw = tanh_grad_piecewise();
   for (int64_t i = 0; i < n; i += 16) {
     const __mmask16 m = head_mask(n - i);
     const __m512 g = tanh_grad16(pw, _mm512_maskz_loadu_ps(m, x + i));
+    _mm512_mask_storeu_ps(out + i, m, _mm512_mul_ps(_mm512_maskz_loadu_ps(m, grad + i), g));
+  }
+}
+
+// out = grad * gelu_grad_f32(x)
+inline void gelu_backward_f32(const float* grad, const float* x, float* out, int64_t n) {
+  const Piecewise<6> pw = gelu_grad_piecewise();
+  for (int64_t i = 0; i < n; i += 16) {
+    const __mmask16 m = head_mask(n - i);
+    const __m512 g = gelu_grad16(pw, _mm512_maskz_loadu_ps(m, x + i));
     _mm512_mask_storeu_ps(out + i, m, _mm512_mul_ps(_mm512_maskz_loadu_ps(m, grad + i), g));
   }
 }
