@@ -1,8 +1,10 @@
 // tanh and the tanh-form GELU in f32, with their derivatives computed from the input, shared by the
 // CPU loops and the CUDA kernels. Forward results are within about an ulp of the f64 function and
-// derivatives within about 1e-6 relative (see tests/kernels/test_activation_math.cpp); libm's tanhf
+// derivatives within about 2e-7 relative (see tests/kernels/test_activation_math.cpp); libm's tanhf
 // is 2 ulp here and 1 - tanh^2 from a rounded tanh loses most of its digits where tanh saturates.
-// All arithmetic (no libm call), so the CPU loops vectorise; it needs hardware fma to be fast.
+// tanh and both derivatives are piecewise polynomials (kernels/activation_tables.h), whose AVX-512
+// form (tensor/cpu/activation_avx512.h) gives these functions' bits; GELU's forward is exp-based.
+// All arithmetic (no libm call); it needs hardware fma to be fast.
 #pragma once
 
 #include <cmath>
