@@ -1,51 +1,70 @@
 // tanh and the tanh-form GELU in f32, with their derivatives computed from the input, shared by the
 // CPU loops and the CUDA kernels. Forward results are within about an ulp of the f64 function and
-// derivatives within about 1e-6 relative (see tests/kernels/test_activation_math.cpp); libm's tanhf
+// derivatives within about 2e-7 relative (see tests/kernels/test_activation_math.cpp); libm's tanhf
 // is 2 ulp here and 1 - tanh^2 from a rounded tanh loses most of its digits where tanh saturates.
-// All arithmetic (no libm call), so the CPU loops vectorise; it needs hardware fma to be fast.
+// tanh and both derivatives are piecewise polynomials (kernels/activation_tables.h), whose AVX-512
+// form (tensor/cpu/activation_avx512.h) gives these functions' bits; GELU's forward is exp-based.
+// All arithmetic (no libm call); it needs hardware fma to be fast.
 #pragma once
 
 #include <cmath>
 
+#include "kernels/activation_tables.h"
 #include "kernels/double_float.h"
 #include "kernels/exp_math.h"
+#include "kernels/half.h"
 #include "kernels/hd.h"
 
 namespace accel {
 
-// tanh on |x| < 1: x + x^3 p(x^2), p a degree-7 least-squares fit (0.05 of 2^-24 relative).
-ACCEL_HD_INLINE float tanh_small_f32(float x) {
-  const float s = x * x;
-  float p = 1.203920692e-04f;
-  p = fmaf(p, s, -8.367865230e-04f);
-  p = fmaf(p, s, 3.071459942e-03f);
-  p = fmaf(p, s, -8.589019999e-03f);
-  p = fmaf(p, s, 2.178184874e-02f);
-  p = fmaf(p, s, -5.395236239e-02f);
-  p = fmaf(p, s, 1.333319098e-01f);
-  p = fmaf(p, s, -3.333332837e-01f);
-  return fmaf(x * s, p, x);
+namespace tanh_detail {
+
+using namespace activation_tables;
+
+// |x| is clamped into [13, 15), where the tables are constant (tanh 1, its derivative 0); NaN passes.
+constexpr float kClamp = 14.0f;
+
+// The table entry of a = |x|: the top bits of t = 1 + a (its exponent and 3 mantissa bits, mod 32),
+// so intervals are 1/8 wide below a = 1 and double with each octave of t, out to width 1 at a = 7.
+ACCEL_HD_INLINE uint32_t interval(float t) { return (float_bits(t) >> 20) & 31u; }
+
+// sum_k c_k[j] r^k (k = 0 .. D) by Horner in fma: what the AVX-512 loop computes lane for lane.
+template <int D>
+ACCEL_HD_INLINE float horner(const float* const (&c)[D + 1], uint32_t j, float r) {
+  float p = c[D][j];
+  for (int k = D - 1; k >= 0; --k) p = fmaf(p, r, c[k][j]);
+  return p;
 }
 
-// tanh(x) within 1.0 ulp. For |x| >= 1, tanh|x| = 1 - 2e / (1 + e) with e = exp(-2|x|) <= 0.14:
-// the errors of e and of the quotient are scaled by q = 2e / (1 + e) <= 0.24 against an ulp of a
-// result in [0.76, 1), so they add a fifth of an ulp each to the last rounding. (Below 1 that
-// factor grows, hence the polynomial.)
+}  // namespace tanh_detail
+
+// tanh(x) within an ulp, division-free: a degree-5 polynomial in a - centre on 32 intervals of
+// a = |x| (kernels/activation_tables.h). Each centre is a float where tanh is within a few percent
+// of an ulp of a float, so the constant term is exact and the rest is under a third of the result.
+// Below a = 0.5 the polynomial is tanh(a) - a, added to a last: a stays exact and the result keeps
+// its relative accuracy down to denormals.
 ACCEL_HD_INLINE float tanh_f32(float x) {
-  const float a = fabsf(x);
-  const float e = exp_f32(-2.0f * (9.5f < a ? 9.5f : a));  // tanh rounds to 1 beyond 9.01
-  const float big = 1.0f - (e + e) / (1.0f + e);
-  return copysignf(a < 1.0f ? tanh_small_f32(a) : big, x);  // odd, -0 included
+  using namespace tanh_detail;
+  const float a0 = fabsf(x);
+  const float a = kClamp < a0 ? kClamp : a0;
+  const float t = 1.0f + a;
+  const uint32_t j = interval(t);
+  const float* const c[6] = {kTanhC0, kTanhC1, kTanhC2, kTanhC3, kTanhC4, kTanhC5};
+  const float y = horner<5>(c, j, a - kTanhCenter[j]);
+  return copysignf(t < 1.5f ? y + a : y, x);  // odd, -0 included
 }
 
-// d tanh(x)/dx = 1 - tanh(x)^2 = 4e / (1 + e)^2 with e = exp(-2|x|), from x: a few ulp relative
-// everywhere, where 1 - y^2 from a rounded y = tanh(x) is off by up to 3e-8 / (1 - |y|) relative.
+// d tanh(x)/dx = sech^2(x) from x, within about 1e-7 relative where it is above 1e-3 and 1e-10
+// absolute below (where 1 - y^2 from a rounded y = tanh(x) would be off by up to 3e-8 / (1 - |y|)
+// relative): the same intervals with degree-6 polynomials, 0 beyond |x| = 13.
 ACCEL_HD_INLINE float tanh_grad_f32(float x) {
-  const float a = fabsf(x);
-  const float e = exp_f32(-2.0f * (43.0f < a ? 43.0f : a));
-  const float d = 1.0f + e;
-  const float g = 4.0f * e / (d * d);
-  return 43.0f < a ? 0.0f : g;  // below 2e-37 the grad is flushed to 0
+  using namespace tanh_detail;
+  const float a0 = fabsf(x);
+  const float a = kClamp < a0 ? kClamp : a0;
+  const uint32_t j = interval(1.0f + a);
+  const float* const c[7] = {kTanhGradC0, kTanhGradC1, kTanhGradC2, kTanhGradC3,
+                             kTanhGradC4, kTanhGradC5, kTanhGradC6};
+  return horner<6>(c, j, a - kTanhGradCenter[j]);
 }
 
 namespace gelu_detail {
@@ -53,8 +72,6 @@ namespace gelu_detail {
 // GELU(x) = x sigma(2u) with u = k (x + c x^3) = x (k + k c x^2), k = sqrt(2 / pi), c = 0.044715.
 constexpr double kSqrt2OverPi = 0.7978845608028654, kCubic = 0.044715;
 constexpr Float2 kK = split_constant(kSqrt2OverPi), kKC = split_constant(kSqrt2OverPi * kCubic);
-// The backward's B = 2 x du/dx = x (2k + 6 k c x^2) has the same odd-cubic form as u.
-constexpr Float2 k2K = split_constant(2 * kSqrt2OverPi), k6KC = split_constant(6 * kSqrt2OverPi * kCubic);
 
 // GELU(x) is x to f32 precision above this and flushes to zero below minus it: sigma(2u) there is
 // 1 - 1e-38 or less than 1e-38, and 2|u| <= 87.3 keeps exp(-2u) inside exp_split's domain.
@@ -97,20 +114,34 @@ ACCEL_HD_INLINE float gelu_f32(float x) {
   return kSaturation < x ? x : (x < -kSaturation ? -0.0f : out);  // +inf included
 }
 
-// d GELU(x)/dx = sigma (1 + B (1 - sigma)) with sigma = sigma(2u) and B = 2 x du/dx: within about
-// 1e-6 relative, or 1e-9 absolute where it crosses zero (x = -0.75), with sigma, 1 - sigma = E / D
-// and B carried in double-float so the bracket 1 + B (1 - sigma) keeps its digits near that zero.
+namespace gelu_grad_detail {
+
+// x is clamped to [kLow, kHigh], where the table's end cells hold 0 and 1 (the grad is below 1e-9
+// from x = -6.44 and 1 to 1e-11 from 6.03). The cell is round(x / 0.416) + 16 mod 32, from the low
+// bits of x / 0.416 + 16 + 1.5 * 2^23 (bench/fit_activation_tables.cpp, kGeluGradStep).
+constexpr float kLow = -6.6f, kHigh = 6.3f, kInvStep = static_cast<float>(1 / 0.416), kBias = 12582912.0f + 16.0f;
+
+ACCEL_HD_INLINE float clamp(float x) {  // NaN passes
+  const float hi = kHigh < x ? kHigh : x;
+  return kLow > hi ? kLow : hi;
+}
+
+ACCEL_HD_INLINE uint32_t cell(float xc) { return float_bits(fmaf(xc, kInvStep, kBias)) & 31u; }
+
+}  // namespace gelu_grad_detail
+
+// d GELU(x)/dx = sigma (1 + B (1 - sigma)), sigma = sigma(2u), B = 2 x du/dx, as a degree-6
+// polynomial in x - centre on 30 cells of width 0.416 over [-6.44, 6.03]: within about 2e-7 relative,
+// floored at 1e-3 (the tests' measure), and 1e-9 absolute at its zero (x = -0.7525), where a
+// cell is centred so that the constant term is (nearly) 0.
 ACCEL_HD_INLINE float gelu_grad_f32(float x) {
-  using namespace gelu_detail;
-  const float xc = clamp_input(x);
-  const Sigmoid2u s = sigmoid_2u(xc);  // above x = 10 this gives 1 exactly
-  const float sigma_lo = (fmaf(-s.rd, s.D.hi, 1.0f) - s.rd * s.D.lo) * s.rd;  // 1/D - rd
-  const float w = s.E.hi * s.rd;                                              // 1 - sigma, rounded
-  const float w_lo = ((fmaf(-w, s.D.hi, s.E.hi) + s.E.lo) - w * s.D.lo) * s.rd;
-  const Float2 b = odd_cubic(xc, k2K, k6KC);
-  const float bracket = fmaf(b.hi, w, 1.0f) + fmaf(b.hi, w_lo, b.lo * w);
-  const float g = fmaf(s.rd, bracket, sigma_lo * bracket);
-  return x < -kSaturation ? 0.0f : g;
+  using namespace gelu_grad_detail;
+  using namespace activation_tables;
+  const float xc = clamp(x);
+  const uint32_t j = cell(xc);
+  const float* const c[7] = {kGeluGradC0, kGeluGradC1, kGeluGradC2, kGeluGradC3,
+                             kGeluGradC4, kGeluGradC5, kGeluGradC6};
+  return tanh_detail::horner<6>(c, j, xc - kGeluGradCenter[j]);
 }
 
 }  // namespace accel

@@ -1,6 +1,7 @@
-// Vectorised exp/tanh/gelu for the CPU loops over contiguous f32/f64 runs. f32 tanh and gelu (and
-// their grads) are the plain arithmetic of kernels/activation_math.h, which the compiler vectorises in
-// a simple loop; the rest are Eigen array maps, whose packet math evaluates exp 8 (or 4) lanes at a
+// Vectorised exp/tanh/gelu for the CPU loops over contiguous f32/f64 runs. f32 tanh, its grad and
+// gelu's grad take the AVX-512 forms of tensor/cpu/activation_avx512.h where the target has them; f32
+// gelu (and the fallbacks) is the plain arithmetic of kernels/activation_math.h, which the compiler vectorises
+// in a simple loop; the rest are Eigen array maps, whose packet math evaluates exp 8 (or 4) lanes at a
 // time where libm's expf is a scalar call that stops a loop from vectorising.
 #pragma once
 
@@ -10,6 +11,7 @@
 #include <type_traits>
 
 #include "kernels/elementwise_math.h"
+#include "tensor/cpu/activation_avx512.h"
 
 namespace accel::cpu {
 
@@ -28,7 +30,11 @@ template <UnaryOp Op, class C>
 void unary_vector(const C* in, C* out, int64_t n) {
   static_assert(std::is_floating_point_v<C>);
   if constexpr (std::is_same_v<C, float> && Op == UnaryOp::tanh) {
+#if defined(ACCEL_HAVE_ACTIVATION_AVX512)
+    avx512::tanh_f32(in, out, n);
+#else
     for (int64_t i = 0; i < n; ++i) out[i] = tanh_f32(in[i]);
+#endif
   } else if constexpr (std::is_same_v<C, float> && Op == UnaryOp::gelu) {
     for (int64_t i = 0; i < n; ++i) out[i] = gelu_f32(in[i]);
   } else {
@@ -51,6 +57,12 @@ void unary_vector(const C* in, C* out, int64_t n) {
 // out[i] = grad[i] * tanh_grad(x[i]) for i in [0, n).
 template <class C>
 void tanh_backward_vector(const C* grad, const C* x, C* out, int64_t n) {
+#if defined(ACCEL_HAVE_ACTIVATION_AVX512)
+  if constexpr (std::is_same_v<C, float>) {
+    avx512::tanh_backward_f32(grad, x, out, n);
+    return;
+  }
+#endif
   for (int64_t i = 0; i < n; ++i) out[i] = grad[i] * tanh_grad(x[i]);  // tanh_grad inlines: this vectorises
 }
 
@@ -58,7 +70,11 @@ void tanh_backward_vector(const C* grad, const C* x, C* out, int64_t n) {
 template <class C>
 void gelu_backward_vector(const C* grad, const C* x_in, C* out, int64_t n) {
   if constexpr (std::is_same_v<C, float>) {
+#if defined(ACCEL_HAVE_ACTIVATION_AVX512)
+    avx512::gelu_backward_f32(grad, x_in, out, n);
+#else
     for (int64_t i = 0; i < n; ++i) out[i] = grad[i] * gelu_grad_f32(x_in[i]);
+#endif
   } else {
     constexpr int64_t kBlock = 256;
     const C k = C(0.7978845608028654), c = C(0.044715);
