@@ -34,6 +34,9 @@ void check_same_dtype(const char* op, const Tensor& in, const Tensor& out) {
 }
 
 void check_op(const char* op, DType dtype, ReduceOp reduce) {
+  if (is_float8(dtype))
+    throw Error(fmt::format("{}: cannot {}-reduce {} tensors (f8 only stores: reduce in f32 and cast)", op,
+                            reduce_op_name(reduce), dtype_name(dtype)));
   if (reduce == ReduceOp::avg && dtype == DType::boolean)
     throw Error(fmt::format("{}: avg is not defined for bool (max is logical or, min is logical and)", op));
 }

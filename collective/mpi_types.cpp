@@ -43,6 +43,8 @@ MpiTypes::MpiTypes(const char* owner) : owner_(owner) {
     for (const DTypeTraits& t : kDTypeTraits)
       if (t.is_low_precision) add_low_precision(t.dtype);
     for (const DTypeTraits& t : kDTypeTraits)
+      if (is_float8(t.dtype)) add_bytes(t.dtype);
+    for (const DTypeTraits& t : kDTypeTraits)
       if (datatypes_[index(t.dtype)] == MPI_DATATYPE_NULL)
         throw Error(fmt::format("{}: dtype {} has no MPI datatype", owner_, t.name));
   } catch (...) {
@@ -83,6 +85,17 @@ void MpiTypes::add_low_precision(DType dtype) {
   }
 }
 
+// The fp8 dtypes move as opaque bytes and have no reduction ops: the communicators reject reducing them.
+void MpiTypes::add_bytes(DType dtype) {
+  MPI_Datatype& type = datatypes_[index(dtype)];
+  int rc = MPI_Type_contiguous(static_cast<int>(dtype_size(dtype)), MPI_BYTE, &type);
+  if (rc != MPI_SUCCESS) throw Error(fmt::format("{}: {}", owner_, mpi_error_text("MPI_Type_contiguous", rc)));
+  created_types_.push_back(type);
+  rc = MPI_Type_commit(&type);
+  if (rc != MPI_SUCCESS) throw Error(fmt::format("{}: {}", owner_, mpi_error_text("MPI_Type_commit", rc)));
+  created_types_.back() = type;
+}
+
 size_t MpiTypes::index(DType dtype) const {
   if (!is_known(dtype)) throw_unsupported_dtype(owner_, dtype, "a known dtype");
   return static_cast<size_t>(dtype);
@@ -104,6 +117,11 @@ void MpiTypes::release() {
 
 MPI_Datatype MpiTypes::datatype(DType dtype) const { return datatypes_[index(dtype)]; }
 
-MPI_Op MpiTypes::op(DType dtype, ReduceOp reduce) const { return ops_[index(dtype)][op_index(reduce)]; }
+MPI_Op MpiTypes::op(DType dtype, ReduceOp reduce) const {
+  const MPI_Op op = ops_[index(dtype)][op_index(reduce)];
+  if (op == MPI_OP_NULL)
+    throw Error(fmt::format("{}: {} has no {} reduction; reduce in f32", owner_, dtype_name(dtype), reduce_op_name(reduce)));
+  return op;
+}
 
 }  // namespace accel

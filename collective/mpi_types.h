@@ -13,7 +13,8 @@
 namespace accel {
 
 // The low-precision dtypes (f16, bf16) travel as opaque units of their size that only accel's user ops
-// read (widen to f32, combine, round back once); every other dtype maps to MPI's own type and op. Both
+// read (widen to f32, combine, round back once); the fp8 dtypes travel as bytes with no op; every other
+// dtype maps to MPI's own type and op. Both
 // maps are tables indexed by DType value, filled once from kDTypeTraits. Needs MPI initialised.
 class MpiTypes {
  public:
@@ -30,6 +31,7 @@ class MpiTypes {
  private:
   void add_builtin(DType dtype, MPI_Datatype type);
   void add_low_precision(DType dtype);
+  void add_bytes(DType dtype);
   size_t index(DType dtype) const;  // throws for a value no dtype has
   void release();
 

@@ -45,10 +45,12 @@ struct NcclType {
   ncclDataType_t type;
 };
 
-// One row per dtype, in DType order (checked below), so the value indexes it. bool travels as bytes.
+// One row per dtype, in DType order (checked below), so the value indexes it. bool and fp8 travel as bytes
+// (fp8 is never reduced: Communicator's check_op rejects it first).
 constexpr NcclType kNcclTypes[] = {
     {DType::f64, ncclFloat64}, {DType::f32, ncclFloat32}, {DType::f16, ncclFloat16}, {DType::bf16, ncclBfloat16},
     {DType::i64, ncclInt64},   {DType::i32, ncclInt32},   {DType::boolean, ncclUint8},
+    {DType::f8_e4m3, ncclUint8}, {DType::f8_e5m2, ncclUint8},
 };
 static_assert(rows_in_dtype_order(kNcclTypes), "kNcclTypes needs one row per DType, in enum order");
 

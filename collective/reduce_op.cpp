@@ -37,7 +37,7 @@ const char* reduce_op_name(ReduceOp op) {
 namespace {
 
 template <class T>
-constexpr bool is_half = std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>;
+constexpr bool is_half = is_narrow_float_v<T>;
 
 // Signed overflow is undefined in C++, so integer sums go through the unsigned type, which wraps.
 template <class T>

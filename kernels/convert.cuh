@@ -4,7 +4,8 @@
 // The f32 <-> f16 and f32 -> bf16 steps use the hardware cvt.rn instructions. They round to nearest
 // even exactly as kernels/half.h does for every non-NaN input (subnormals, overflow to inf and ties
 // included); a NaN stays a NaN, but the hardware writes the canonical NaN (0x7fff) where half.h
-// keeps the sign and payload. bf16 -> f32 is the same 16-bit shift as in half.h.
+// keeps the sign and payload. bf16 -> f32 is the same 16-bit shift as in half.h. The fp8 formats use
+// kernels/float8.h's own conversions on the device too, so CPU and GPU casts agree bit for bit.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -18,13 +19,14 @@
 namespace accel::kernels {
 
 template <class T>
-inline constexpr bool is_half_v = std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>;
+inline constexpr bool is_half_v = is_narrow_float_v<T>;  // f16, bf16 and the fp8 formats
 
 // The value of v in its compute type (float for halves, int64 for integers and bool).
 template <class T>
 __device__ __forceinline__ compute_t<T> load(T v) {
   if constexpr (std::is_same_v<T, Half>) return __half2float(__ushort_as_half(v.bits));
   else if constexpr (std::is_same_v<T, BFloat16>) return __uint_as_float(static_cast<uint32_t>(v.bits) << 16);
+  else if constexpr (is_half_v<T>) return static_cast<float>(v);
   else return static_cast<compute_t<T>>(v);
 }
 
@@ -34,6 +36,7 @@ __device__ __forceinline__ T store(C c) {
   if constexpr (std::is_same_v<T, Half>) return Half::from_bits(__half_as_ushort(__float2half_rn(static_cast<float>(c))));
   else if constexpr (std::is_same_v<T, BFloat16>)
     return BFloat16::from_bits(__bfloat16_as_ushort(__float2bfloat16_rn(static_cast<float>(c))));
+  else if constexpr (is_half_v<T>) return T(static_cast<float>(c));
   else return static_cast<T>(c);
 }
 

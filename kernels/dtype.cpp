@@ -32,6 +32,10 @@ bool is_low_precision(DType dtype) {
 DType compute_dtype(DType dtype) { return dtype_traits(dtype).compute; }
 
 void throw_unsupported_dtype(const char* op, DType dtype, const char* expected) {
+  if (is_float8(dtype))
+    throw Error(fmt::format("{}: unsupported dtype {}, expected {}; f8 tensors take only casts, copies and views "
+                            "(cast to f32 or bf16 first)",
+                            op, dtype_name(dtype), expected));
   throw Error(fmt::format("{}: unsupported dtype {}, expected {}", op, dtype_name(dtype), expected));
 }
 

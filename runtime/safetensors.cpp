@@ -41,9 +41,12 @@ struct FormatDType {
   int reference_rank;
 };
 
+// The reference's enum runs BOOL, U8, I8, F8_E5M2, F8_E4M3, I16, U16, F16, BF16, I32, U32, F32, F64, I64,
+// U64; only the order of the ones accel has matters.
 constexpr FormatDType kFormatDTypes[] = {
-    {DType::f64, "F64", 5}, {DType::f32, "F32", 4}, {DType::f16, "F16", 1},    {DType::bf16, "BF16", 2},
-    {DType::i64, "I64", 6}, {DType::i32, "I32", 3}, {DType::boolean, "BOOL", 0},
+    {DType::f64, "F64", 7},          {DType::f32, "F32", 6},          {DType::f16, "F16", 3},
+    {DType::bf16, "BF16", 4},        {DType::i64, "I64", 8},          {DType::i32, "I32", 5},
+    {DType::boolean, "BOOL", 0},     {DType::f8_e4m3, "F8_E4M3", 2}, {DType::f8_e5m2, "F8_E5M2", 1},
 };
 
 const FormatDType& format_dtype(DType dtype) {
@@ -126,7 +129,7 @@ Entry parse_entry(const std::string& ctx, const std::string& name, const Json& i
   const auto known = std::find_if(std::begin(kFormatDTypes), std::end(kFormatDTypes),
                                   [&](const FormatDType& f) { return dtype_text == f.name; });
   if (known == std::end(kFormatDTypes))
-    throw Error(fmt::format("{}: dtype {} is not supported by accel (it reads F64, F32, F16, BF16, I64, I32, BOOL)",
+    throw Error(fmt::format("{}: dtype {} is not supported by accel (it reads F64, F32, F16, BF16, I64, I32, BOOL, F8_E4M3, F8_E5M2)",
                             where, brief(dtype)));
   entry.dtype = known->dtype;
 

@@ -46,5 +46,7 @@ extern template Tensor from_vector<BFloat16>(const std::vector<BFloat16>&, const
 extern template Tensor from_vector<int64_t>(const std::vector<int64_t>&, const Shape&, Device);
 extern template Tensor from_vector<int32_t>(const std::vector<int32_t>&, const Shape&, Device);
 extern template Tensor from_vector<bool>(const std::vector<bool>&, const Shape&, Device);
+extern template Tensor from_vector<Float8E4M3>(const std::vector<Float8E4M3>&, const Shape&, Device);
+extern template Tensor from_vector<Float8E5M2>(const std::vector<Float8E5M2>&, const Shape&, Device);
 
 }  // namespace accel

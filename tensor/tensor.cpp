@@ -107,7 +107,7 @@ double Tensor::item() const {
   const Tensor host = nograd::to_device(*this, Device::cpu());
   return dispatch_all(dtype(), "Tensor::item", [&]<class T>() -> double {
     const T value = *static_cast<const T*>(host.data_ptr());
-    if constexpr (std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>) return static_cast<float>(value);
+    if constexpr (is_narrow_float_v<T>) return static_cast<float>(value);
     else return static_cast<double>(value);
   });
 }
@@ -127,6 +127,8 @@ template std::vector<BFloat16> Tensor::to_vector<BFloat16>() const;
 template std::vector<int64_t> Tensor::to_vector<int64_t>() const;
 template std::vector<int32_t> Tensor::to_vector<int32_t>() const;
 template std::vector<bool> Tensor::to_vector<bool>() const;
+template std::vector<Float8E4M3> Tensor::to_vector<Float8E4M3>() const;
+template std::vector<Float8E5M2> Tensor::to_vector<Float8E5M2>() const;
 
 std::string Tensor::str() const {
   if (!impl_) return "Tensor(undefined)";
@@ -199,7 +201,7 @@ std::ostream& operator<<(std::ostream& out, const Tensor& t) {
     const T* p = static_cast<const T*>(values.data_ptr());
     for (int64_t i = 0; i < values.numel(); ++i) {
       if (i) out << ", ";
-      if constexpr (std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>) out << static_cast<float>(p[i]);
+      if constexpr (is_narrow_float_v<T>) out << static_cast<float>(p[i]);
       else out << +p[i];
     }
   });

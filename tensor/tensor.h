@@ -121,5 +121,7 @@ extern template std::vector<BFloat16> Tensor::to_vector<BFloat16>() const;
 extern template std::vector<int64_t> Tensor::to_vector<int64_t>() const;
 extern template std::vector<int32_t> Tensor::to_vector<int32_t>() const;
 extern template std::vector<bool> Tensor::to_vector<bool>() const;
+extern template std::vector<Float8E4M3> Tensor::to_vector<Float8E4M3>() const;
+extern template std::vector<Float8E5M2> Tensor::to_vector<Float8E5M2>() const;
 
 }  // namespace accel

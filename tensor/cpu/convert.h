@@ -1,5 +1,5 @@
-// Value conversion between storage types on the CPU, rounding to nearest even into f16/bf16
-// (from f64 without double rounding).
+// Value conversion between storage types on the CPU, rounding to nearest even into f16/bf16/f8
+// (from f64 without double rounding; f8 saturates to its finite range).
 #pragma once
 
 #include <cmath>
@@ -11,10 +11,10 @@
 namespace accel::cpu {
 
 template <class T>
-inline constexpr bool is_half_v = std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>;
+inline constexpr bool is_half_v = is_narrow_float_v<T>;  // f16, bf16 and the fp8 formats
 
 // f64 -> f32 rounding to odd: the f32 keeps a sticky bit, so a second rounding to 16 bits
-// gives the same result as rounding the f64 directly.
+// (to 16 or 8 bits) gives the same result as rounding the f64 directly.
 inline float double_to_float_round_odd(double d) {
   float f = static_cast<float>(d);
   if (std::isnan(d) || std::isinf(d)) return f;

@@ -65,9 +65,9 @@ constexpr bool has_gemm_types(DType dtype) {
 }
 static_assert([] {
   for (const DTypeTraits& t : kDTypeTraits)
-    if (t.is_floating != has_gemm_types(t.dtype)) return false;
+    if ((t.is_floating && !is_float8(t.dtype)) != has_gemm_types(t.dtype)) return false;
   return true;
-}(), "kGemmTypes needs a row for each floating dtype and none other");
+}(), "kGemmTypes needs a row for each floating dtype but fp8 (its GEMM is tensor/cuda/fp8_gemm) and none other");
 
 const GemmTypes& gemm_types(DType dtype) {
   for (const GemmTypes& t : kGemmTypes)

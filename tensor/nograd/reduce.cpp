@@ -91,6 +91,7 @@ std::optional<ColumnSplit> column_split(cpu::ReduceOp op, const Tensor& t, const
 
 Tensor reduce(cpu::ReduceOp op, const char* name, const Tensor& t, const std::vector<int64_t>& dims, bool keepdim) {
   if (!t.defined()) throw Error(fmt::format("{}: got an undefined tensor", name));
+  if (is_float8(t.dtype())) throw_unsupported_dtype(name, t.dtype(), "a dtype that computes");
   if (const auto split = column_split(op, t, dims)) {
     Shape out_shape;
     for (int64_t d = 0; d < t.dim(); ++d) {
@@ -126,6 +127,7 @@ Tensor reduce(cpu::ReduceOp op, const char* name, const Tensor& t, const std::ve
 // argmax (is_max) or argmin over one dim, as i64.
 Tensor arg_extreme(bool is_max, const char* name, const Tensor& t, int64_t dim, bool keepdim) {
   if (!t.defined()) throw Error(fmt::format("{}: got an undefined tensor", name));
+  if (is_float8(t.dtype())) throw_unsupported_dtype(name, t.dtype(), "a dtype that computes");
   const int64_t d = normalize_dim(name, dim, t.dim());
   Plan plan = plan_reduction(name, t, {d}, keepdim);
   if (plan.inner == 0) throw Error(fmt::format("{}: dim {} of {} is empty", name, d, shape_str(t.shape())));

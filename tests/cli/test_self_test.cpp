@@ -88,10 +88,10 @@ TEST_CASE("the collective checks pass over a correct communicator, every dtype a
   check_collectives(comm, checks);
   CHECK(log.str() == "");
   CHECK(checks.failed_anywhere(nullptr).empty());
-  // 7 dtypes x 3 sizes x (4 ops, 3 for bool) x 2 forms each of all_reduce and reduce_scatter,
-  // + broadcast, send/recv, 2 all_gathers and gather, + barrier and async.
+  // 7 dtypes x 3 sizes x (4 ops, 3 for bool) x 2 forms each of all_reduce and reduce_scatter (fp8 is
+  // never reduced), + 9 dtypes x 3 sizes x broadcast, send/recv, 2 all_gathers and gather, + barrier and async.
   const int per_size_ops = 6 * 4 * 2 * 2 + 1 * 3 * 2 * 2;
-  CHECK(checks.size() == 3 * per_size_ops + 7 * 3 * 5 + 2);
+  CHECK(checks.size() == 3 * per_size_ops + 9 * 3 * 5 + 2);
   CHECK(checks.names()[0] == "loopback all_reduce sum f64 n=1");
 }
 

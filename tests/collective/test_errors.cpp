@@ -71,6 +71,18 @@ TEST_CASE("argument errors name the op and the values") {
   }
 }
 
+TEST_CASE("fp8 tensors move through every collective but are never reduced") {
+  for (Communicator* comm : backends()) {
+    INFO(where(*comm, DType::f8_e4m3, 4, "fp8"));
+    const int n = comm->size();
+    CHECK_THROWS_WITH_AS(comm->all_reduce(zeros({4}, DType::f8_e4m3), ReduceOp::max),
+                         "all_reduce: cannot max-reduce f8_e4m3 tensors (f8 only stores: reduce in f32 and cast)", Error);
+    CHECK_THROWS_WITH_AS(comm->reduce_scatter(zeros({n}, DType::f8_e5m2), zeros({1}, DType::f8_e5m2)),
+                         "reduce_scatter: cannot sum-reduce f8_e5m2 tensors (f8 only stores: reduce in f32 and cast)",
+                         Error);
+  }
+}
+
 TEST_CASE("device tensors the backends cannot take are refused with a message naming the backend") {
   const Tensor gpu = fake_cuda_tensor(4);
   Communicator& ring = *backends().at(1);

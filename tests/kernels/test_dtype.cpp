@@ -28,6 +28,7 @@ constexpr Expected kExpected[] = {
     {DType::f16, 2, "f16", 2, true, true, DType::f32},       {DType::bf16, 3, "bf16", 2, true, true, DType::f32},
     {DType::i64, 4, "i64", 8, false, false, DType::i64},     {DType::i32, 5, "i32", 4, false, false, DType::i64},
     {DType::boolean, 6, "bool", 1, false, false, DType::i64},
+    {DType::f8_e4m3, 7, "f8_e4m3", 1, true, false, DType::f32}, {DType::f8_e5m2, 8, "f8_e5m2", 1, true, false, DType::f32},
 };
 
 }  // namespace
@@ -40,6 +41,8 @@ TEST_CASE("DType values are fixed") {
   CHECK(static_cast<int>(DType::i64) == 4);
   CHECK(static_cast<int>(DType::i32) == 5);
   CHECK(static_cast<int>(DType::boolean) == 6);
+  CHECK(static_cast<int>(DType::f8_e4m3) == 7);
+  CHECK(static_cast<int>(DType::f8_e5m2) == 8);
   CHECK(sizeof(DType) == 1);  // one byte wherever it is stored
 }
 
@@ -86,7 +89,7 @@ TEST_CASE("a value no dtype has is named 'unknown' in messages and rejected by t
   CHECK(std::strcmp(dtype_name(bad), "unknown") == 0);
   CHECK_FALSE(is_floating(bad));
   CHECK_FALSE(is_low_precision(bad));
-  CHECK_THROWS_WITH_AS(dtype_size(bad), "dtype_size: unknown dtype code 7", Error);
-  CHECK_THROWS_WITH_AS(dtype_traits(bad), "dtype_traits: unknown dtype code 7", Error);
-  CHECK_THROWS_WITH_AS(compute_dtype(bad), "dtype_traits: unknown dtype code 7", Error);
+  CHECK_THROWS_WITH_AS(dtype_size(bad), "dtype_size: unknown dtype code 9", Error);
+  CHECK_THROWS_WITH_AS(dtype_traits(bad), "dtype_traits: unknown dtype code 9", Error);
+  CHECK_THROWS_WITH_AS(compute_dtype(bad), "dtype_traits: unknown dtype code 9", Error);
 }

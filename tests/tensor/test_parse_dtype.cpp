@@ -26,7 +26,7 @@ TEST_CASE("parse_dtype: the long spellings") {
 
 TEST_CASE("parse_dtype: an unknown name throws, naming the short names") {
   CHECK_THROWS_WITH_AS(parse_dtype("f8"),
-                       "parse_dtype: unknown dtype 'f8', expected one of f64, f32, f16, bf16, i64, i32, bool", Error);
+                       "parse_dtype: unknown dtype 'f8', expected one of f64, f32, f16, bf16, i64, i32, bool, f8_e4m3, f8_e5m2", Error);
   CHECK_THROWS_AS(parse_dtype("F32"), Error);  // names are case-sensitive
   CHECK_THROWS_AS(parse_dtype(""), Error);
 }

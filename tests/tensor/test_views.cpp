@@ -90,7 +90,7 @@ TEST_CASE("copy_ and casts: errors name the op and the values") {
   if (!ACCEL_WITH_CUDA)
     CHECK_THROWS_WITH_AS(nograd::to_device(dst, Device::cuda(0)), "Storage: cannot allocate 24 bytes on cuda:0: accel was built without CUDA", Error);
   CHECK_THROWS_WITH_AS(Device::parse("gpu:1"), "Device::parse: cannot parse 'gpu:1', expected cpu, cuda or cuda:N", Error);
-  CHECK_THROWS_WITH_AS(parse_dtype("float8"), "parse_dtype: unknown dtype 'float8', expected one of f64, f32, f16, bf16, i64, i32, bool", Error);
+  CHECK_THROWS_WITH_AS(parse_dtype("float8"), "parse_dtype: unknown dtype 'float8', expected one of f64, f32, f16, bf16, i64, i32, bool, f8_e4m3, f8_e5m2", Error);
   nograd::copy_(dst, from_vector<int64_t>({1, 2, 3}));  // broadcasts and casts
   CHECK(dst.to_vector<float>() == std::vector<float>{1, 2, 3, 1, 2, 3});
 }
