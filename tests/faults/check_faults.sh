@@ -31,12 +31,13 @@ finish() {  # the status is not 0, every rank went within 30 s, no process is le
   echo "$seconds" | awk '{ exit !($1 < 30) }' && echo "   ok: every rank gone in $seconds s" ||
     { echo "   FAILED: took $seconds s"; failures=$((failures + 1)); }
   sleep 0.5
-  # Running processes only: a zombie has exited and waits for its (re-)parent to reap it, which a
-  # container's first process may do a moment later.
-  left=$(ps -C fault_program -o stat=,pid=,args= | grep -v '^ *Z')
+  # This build's fault_program only (another checkout's suite may run its own at the same time), and
+  # running ones only: a zombie has exited and waits for its (re-)parent, which a container's first
+  # process may reap a moment later.
+  left=$(ps -eo stat=,pid=,args= | awk -v p="$program" '$1 !~ /^Z/ && $3 == p')
   if [ -n "$left" ]; then
     echo "   FAILED: processes left: $left"; failures=$((failures + 1))
-    pkill -9 -x fault_program
+    pkill -9 -f "^$program( |\$)"
   else
     echo "   ok: no process left"
   fi
