@@ -11,8 +11,9 @@ if [ ! -f build-sanitize/build.ninja ]; then
   # b_lundef=false: libaccel.so leaves the sanitizer runtimes' symbols to the executables that load it.
   # -fno-sanitize-recover=undefined: UBSan aborts at its first report, so undefined behaviour fails
   # the test instead of printing a line that nobody reads. native_arch=false: GCC 12 reports its own
-  # AVX-512 intrinsics as uninitialized under -fsanitize (bug 105593), and accel has no code of its
-  # own per instruction set, so the portable build checks the same accel code. NCCL needs CUDA.
+  # AVX-512 intrinsics as uninitialized under -fsanitize (bug 105593); accel's only code per
+  # instruction set, the AVX-512 activation loops, is then left out, and the normal suite checks it
+  # bit for bit against the portable loops this build does check. NCCL needs CUDA.
   # -O1 -g1 (line tables only): what ASan's documentation recommends, and faster to compile than -O2 -g
   # on Eigen's templates; the reports still name file:line.
   meson setup build-sanitize -Db_sanitize=address,undefined -Db_lundef=false -Dbuildtype=plain \
