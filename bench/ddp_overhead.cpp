@@ -14,6 +14,8 @@
 
 #include <accel.h>
 
+#include "foundation_mlp.h"
+
 using namespace accel;
 
 namespace {
@@ -49,21 +51,11 @@ int main(int argc, char** argv) {
     Accelerator accelerator(options);
     const int ranks = accelerator.num_processes();
 
-    auto make_mlp = [] {
-      Generator gen(0);
-      auto model = std::make_shared<nn::Sequential>();
-      model->push_back(std::make_shared<nn::Linear>(784, 1024, true, gen));
-      model->push_back(std::make_shared<nn::ReLU>());
-      model->push_back(std::make_shared<nn::Linear>(1024, 1024, true, gen));
-      model->push_back(std::make_shared<nn::ReLU>());
-      model->push_back(std::make_shared<nn::Linear>(1024, 10, true, gen));
-      return model;
-    };
-    auto model = make_mlp();
+    auto model = make_foundation_mlp();
     auto optimizer = std::make_shared<optim::AdamW>(model->parameters(), optim::AdamWOptions{.lr = 1e-4});
     auto [net, opt] = accelerator.prepare(model, optimizer);
     // Not prepared: no reducer, plain autograd backward.
-    auto plain = make_mlp();
+    auto plain = make_foundation_mlp();
     optim::AdamW plain_opt(plain->parameters(), optim::AdamWOptions{.lr = 1e-4});
 
     // Each rank its own random batch (the values do not change the cost).

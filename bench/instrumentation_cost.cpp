@@ -19,6 +19,7 @@
 #include <accel.h>
 
 #include "collective/ledger.h"
+#include "foundation_mlp.h"
 #include "collective/timeline.h"
 #include "runtime/process_state.h"
 
@@ -93,13 +94,7 @@ int main(int argc, char** argv) {
     const int rank = accelerator.process_index(), ranks = accelerator.num_processes();
     const std::string trace_file = (dir / fmt::format("accel_trace_rank{}.json", rank)).string();
 
-    Generator gen(0);
-    auto model = std::make_shared<nn::Sequential>();
-    model->push_back(std::make_shared<nn::Linear>(784, 1024, true, gen));
-    model->push_back(std::make_shared<nn::ReLU>());
-    model->push_back(std::make_shared<nn::Linear>(1024, 1024, true, gen));
-    model->push_back(std::make_shared<nn::ReLU>());
-    model->push_back(std::make_shared<nn::Linear>(1024, 10, true, gen));
+    auto model = make_foundation_mlp();
     auto optimizer = std::make_shared<optim::AdamW>(model->parameters(), optim::AdamWOptions{.lr = 1e-4});
     auto [net, opt] = accelerator.prepare(model, optimizer);
     Generator data_gen(100 + static_cast<uint64_t>(rank));
