@@ -105,7 +105,8 @@ void Accelerator::free_memory() {
 // The ranks take their clock origin right after a barrier, so that their files line up in one view
 // (to within the barrier's skew) on one machine or many.
 void Accelerator::start_timeline() {
-  if (settings_.trace_dir.value.empty()) return;
+  // Another Accelerator of this process records already (a program may hold two): it owns the file.
+  if (settings_.trace_dir.value.empty() || timeline::enabled()) return;
   const std::filesystem::path dir = std::filesystem::absolute(settings_.trace_dir.value);
   if (env_->comm() && num_processes() > 1) env_->comm()->barrier("timeline clock origin");
   timeline::start((dir / fmt::format("accel_trace_rank{}.json", process_index())).string(), process_index(),
@@ -178,7 +179,7 @@ void Accelerator::prepare_model(const std::shared_ptr<nn::Module>& model) {
   for (const auto& known : parts_.models)
     if (known.lock() == model) return;  // prepared again (one process allows it): checkpointed once
   parts_.models.push_back(model);
-  if (timeline_started_)
+  if (timeline::enabled())
     timeline_hooks_.push_back(model->register_forward_scope([](nn::Module&, std::vector<std::shared_ptr<void>>& held) {
       held.push_back(std::make_shared<timeline::Span>("forward"));
     }));

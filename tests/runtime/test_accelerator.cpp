@@ -9,8 +9,10 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 
 #include "accel.h"
+#include "collective/timeline.h"
 #include "tensor/deterministic.h"
 #include "tensor/nograd/copy.h"
 #include "tensor/nograd/elementwise.h"
@@ -202,4 +204,28 @@ TEST_CASE("prepare returns one object as itself, and objects it does not know un
   CHECK(second == other);
   CHECK(count == 42);
   CHECK(name == "run-7");
+}
+
+TEST_CASE("trace_dir: the first of two live Accelerators records, the second shares its timeline, the file has both") {
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("accel_test_accelerator_trace_" + std::to_string(getpid()));
+  std::filesystem::remove_all(dir);
+  AcceleratorOptions options;
+  options.print_settings = false;
+  options.trace_dir = dir.string();
+  {
+    Accelerator first(options);
+    CHECK(timeline::enabled());
+    Accelerator second(options);  // must not throw "already recording"
+    Generator gen(1);
+    auto model = second.prepare(std::make_shared<nn::Linear>(3, 2, true, gen));
+    second.backward(sum((*model)(ones({4, 3}))));
+  }
+  CHECK_FALSE(timeline::enabled());
+  std::ifstream in(dir / "accel_trace_rank0.json");
+  std::stringstream text;
+  text << in.rdbuf();
+  CHECK(text.str().find("\"name\":\"forward\"") != std::string::npos);
+  CHECK(text.str().find("\"name\":\"backward\"") != std::string::npos);
+  std::filesystem::remove_all(dir);
 }
