@@ -117,13 +117,6 @@ void Accelerator::start_timeline() {
 
 Accelerator::~Accelerator() {
   for (HookHandle& hook : timeline_hooks_) hook.remove();
-  if (timeline_started_) {
-    try {
-      timeline::stop();
-    } catch (const std::exception& e) {
-      std::cerr << fmt::format("accel: rank {}: {}", process_index(), e.what()) << std::endl;
-    }
-  }
   try {
     wait_for_save();
   } catch (const std::exception& e) {
@@ -135,6 +128,14 @@ Accelerator::~Accelerator() {
     end_training();
   } catch (const std::exception& e) {
     std::cerr << fmt::format("accel: rank {}: closing the trackers failed: {}", process_index(), e.what()) << std::endl;
+  }
+  // Last, so that the timeline holds a background save's write too.
+  if (timeline_started_) {
+    try {
+      timeline::stop();
+    } catch (const std::exception& e) {
+      std::cerr << fmt::format("accel: rank {}: {}", process_index(), e.what()) << std::endl;
+    }
   }
 }
 

@@ -206,7 +206,8 @@ TEST_CASE("prepare returns one object as itself, and objects it does not know un
   CHECK(name == "run-7");
 }
 
-TEST_CASE("trace_dir: the first of two live Accelerators records, the second shares its timeline, the file has both") {
+TEST_CASE("trace_dir: the first of two live Accelerators records, the second shares its timeline, the file has both, "
+          "and a background save's write") {
   const std::filesystem::path dir =
       std::filesystem::temp_directory_path() / ("accel_test_accelerator_trace_" + std::to_string(getpid()));
   std::filesystem::remove_all(dir);
@@ -220,6 +221,9 @@ TEST_CASE("trace_dir: the first of two live Accelerators records, the second sha
     Generator gen(1);
     auto model = second.prepare(std::make_shared<nn::Linear>(3, 2, true, gen));
     second.backward(sum((*model)(ones({4, 3}))));
+    SaveStateOptions async;
+    async.async = true;
+    first.save_state((dir / "checkpoint").string(), async);  // still writing when first ends
   }
   CHECK_FALSE(timeline::enabled());
   std::ifstream in(dir / "accel_trace_rank0.json");
@@ -227,5 +231,7 @@ TEST_CASE("trace_dir: the first of two live Accelerators records, the second sha
   text << in.rdbuf();
   CHECK(text.str().find("\"name\":\"forward\"") != std::string::npos);
   CHECK(text.str().find("\"name\":\"backward\"") != std::string::npos);
+  CHECK(text.str().find("\"name\":\"checkpoint write\"") != std::string::npos);
+  CHECK(text.str().find("\"name\":\"checkpoint writer\"") != std::string::npos);  // the thread's track
   std::filesystem::remove_all(dir);
 }
