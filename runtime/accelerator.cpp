@@ -87,6 +87,17 @@ void Accelerator::build_training_parts() {
   training_step_->set_observer(sanity_report_.get());
 }
 
+std::vector<Accelerator::DeviceMemory> Accelerator::memory_stats() const {
+  std::vector<DeviceMemory> out{{Device::cpu(), memory_stats_of(Device::cpu())}};
+  if (device().is_cuda()) out.push_back({device(), memory_stats_of(device())});
+  return out;
+}
+
+void Accelerator::reset_peak_memory_stats() {
+  reset_peak_memory_stats_of(Device::cpu());
+  if (device().is_cuda()) reset_peak_memory_stats_of(device());
+}
+
 void Accelerator::free_memory() {
   wait_for_save();
   async_snapshot_.reset();

@@ -317,6 +317,14 @@ class Accelerator {
   // prepared before are left unprepared: their hooks are removed, so they train plainly. Waits for
   // a pending save. Collective with several processes (the new strategy may build communicators).
   void free_memory();
+  // What this process's allocators hold: the host's first, then the accelerator's device when it is
+  // a GPU. Bytes in use, their peak since the last reset_peak_memory_stats, and the cached blocks.
+  struct DeviceMemory {
+    Device device;
+    MemoryStats stats;
+  };
+  std::vector<DeviceMemory> memory_stats() const;
+  void reset_peak_memory_stats();
   // The main process runs the scope first; the others enter theirs once it has left its own (for
   // work such as downloading or preprocessing a data set once).
   Scope main_process_first();

@@ -54,6 +54,39 @@ void empty_cache_of(Device device) {
 #endif
 }
 
+MemoryStats memory_stats_of(Device device) {
+  MemoryStats m;
+  if (device.is_cpu()) {
+    const cpu::HostAllocatorStats s = cpu::host_allocator_stats();
+    m.allocated_bytes = s.allocated_bytes;
+    m.peak_allocated_bytes = s.peak_allocated_bytes;
+    m.cached_bytes = s.cached_bytes;
+    m.reserved_bytes = s.allocated_bytes + s.cached_bytes;
+    m.allocations = s.allocations;
+    return m;
+  }
+#if ACCEL_WITH_CUDA
+  const cuda::AllocatorStats s = cuda::allocator_stats(device);
+  m.allocated_bytes = s.allocated_bytes;
+  m.peak_allocated_bytes = s.peak_allocated_bytes;
+  m.reserved_bytes = s.reserved_bytes;
+  m.cached_bytes = s.cached_bytes;
+  m.allocations = s.allocations;
+  return m;
+#else
+  throw_no_cuda("memory_stats_of", device);
+#endif
+}
+
+void reset_peak_memory_stats_of(Device device) {
+  if (device.is_cpu()) return cpu::host_reset_peak_stats();
+#if ACCEL_WITH_CUDA
+  cuda::reset_peak_stats(device);
+#else
+  throw_no_cuda("reset_peak_memory_stats_of", device);
+#endif
+}
+
 void throw_no_cuda(const char* op, Device device) {
   throw Error(fmt::format("{}: tensor on {} but accel was built without CUDA", op, device.str()));
 }

@@ -1,6 +1,7 @@
 // Device: where a tensor's storage lives (the CPU, or CUDA GPU number index).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 
@@ -28,5 +29,17 @@ int cuda_device_count();
 // Frees the blocks an allocator caches for reuse on device (the pinned host blocks for a CPU one);
 // storages in use are untouched.
 void empty_cache_of(Device device);
+
+// What the allocator of one device holds, in bytes (host: the CPU storages' allocator).
+struct MemoryStats {
+  size_t allocated_bytes = 0;       // in storages now (block sizes as the allocator rounds them)
+  size_t peak_allocated_bytes = 0;  // the most allocated_bytes reached since the last reset
+  size_t reserved_bytes = 0;        // taken from the system: allocated plus cached
+  size_t cached_bytes = 0;          // free blocks kept for reuse
+  int64_t allocations = 0;          // blocks handed out so far
+};
+MemoryStats memory_stats_of(Device device);
+// The peak starts again from what is allocated now.
+void reset_peak_memory_stats_of(Device device);
 
 }  // namespace accel

@@ -85,6 +85,29 @@ TEST_CASE("one process: no communicator, and every collective is the identity") 
   CHECK_THROWS_WITH_AS(accelerator.broadcast(t, 1), "Accelerator::broadcast: from = 1 is not a rank of 1", Error);
 }
 
+TEST_CASE("memory_stats: the host's allocator, whose peak sees a training step's temporaries") {
+  const TempConfig config("backend: ring\n");
+  Accelerator accelerator(quiet(config));
+  Generator gen(3);
+  auto model = std::make_shared<nn::Linear>(256, 256, true, gen);
+  auto sgd = std::make_shared<optim::SGD>(model->parameters(), optim::SGDOptions{.lr = 0.1});
+  auto [net, opt] = accelerator.prepare(model, sgd);
+  const Tensor x = randn({512, 256}, gen);
+  accelerator.reset_peak_memory_stats();
+  const std::vector<Accelerator::DeviceMemory> before = accelerator.memory_stats();
+  REQUIRE(before.size() == 1);  // a CPU run: the host only
+  CHECK(before[0].device == Device::cpu());
+  CHECK(before[0].stats.peak_allocated_bytes == before[0].stats.allocated_bytes);
+  opt->zero_grad();
+  accelerator.backward(nn::mse_loss((*net)(x), x));
+  opt->step();
+  const MemoryStats after = accelerator.memory_stats()[0].stats;
+  // The [512, 256] output (512 KiB) and its grad lived during the step; the weight's grad (256 KiB) stays.
+  CHECK(after.peak_allocated_bytes >= before[0].stats.allocated_bytes + (512 << 10) + (256 << 10));
+  CHECK(after.allocated_bytes >= before[0].stats.allocated_bytes + (256 << 10));
+  CHECK(after.peak_allocated_bytes >= after.allocated_bytes);
+}
+
 TEST_CASE("one process: accumulate() divides the loss by the window and gates the optimizer") {
   const TempConfig config("gradient_accumulation_steps: 2\n");
   Accelerator accelerator(quiet(config));
