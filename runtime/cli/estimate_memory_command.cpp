@@ -132,7 +132,7 @@ int EstimateMemoryCommand::run(std::ostream& out) const {
         const MemoryEstimate m = estimate_memory(model.parameters, stage_of(strategy), n, precision, state_bytes);
         out << fmt::format("{:<14} {:>9} {:>16} {:>16} {:>16} {:>16} {:>16}\n", strategy, n,
                            amount(m.parameters, bytes_), amount(m.weight_copies, bytes_),
-                           amount(m.gradients + m.averaged_grad_slices, bytes_), amount(m.optimizer_state, bytes_),
+                           amount(m.gradients, bytes_), amount(m.optimizer_state, bytes_),
                            amount(m.total(), bytes_));
       }
     }
@@ -140,8 +140,7 @@ int EstimateMemoryCommand::run(std::ostream& out) const {
   out << "\nWhat accel holds: f32 master weights, f32 gradients and f32 optimizer state at every precision; under "
          "bf16 and fp16 also a 16-bit copy of every parameter for the matmuls (2 bytes each, whole on every rank, "
          "at every stage). ZeRO's paper counts 16-bit weights and gradients with f32 masters in the optimizer "
-         "state instead (2+2+12 bytes per parameter with Adam). zero1's gradients include the averaged slice "
-         "(4 bytes per parameter / N) it keeps beside the full grads. Not counted: activations, buffers, "
+         "state instead (2+2+12 bytes per parameter with Adam). Not counted: activations, buffers, "
          "communication buckets, and each unit's padding to a multiple of the process count.\n";
   return 0;
 }

@@ -22,8 +22,6 @@ MemoryEstimate estimate_memory(int64_t parameters, int stage, int ranks, MixedPr
   m.optimizer_state = int64_t{optimizer_state_bytes_per_parameter} * (stage >= 1 ? shard : parameters);
   // HalfPrecision's WeightCopies: one 16-bit tensor per master, cached from the first forward on.
   m.weight_copies = precision == MixedPrecision::no ? 0 : 2 * parameters;
-  // ZeroStage12 reduce-scatters the full grads into a slice of its own; stage 2 then frees the full ones.
-  m.averaged_grad_slices = stage == 1 ? 4 * shard : 0;
   return m;
 }
 

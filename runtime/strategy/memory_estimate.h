@@ -1,8 +1,7 @@
 // The bytes one rank holds for parameters, gradients and optimizer state under plain data parallel
 // (stage 0) and ZeRO stages 1-3: ZeRO's f32 formulas with Adam (16Ψ; 4Ψ + 4Ψ + 8Ψ/N; 4Ψ + 12Ψ/N;
-// 16Ψ/N), plus what accel keeps besides (16-bit weight copies under bf16 and fp16, stage 1's averaged
-// grad slices). bench/zero_memory sets its measurements against the formula, and `accel
-// estimate-memory` prints what accel holds.
+// 16Ψ/N), plus what accel keeps besides (16-bit weight copies under bf16 and fp16). bench/zero_memory
+// sets its measurements against the formula, and `accel estimate-memory` prints what accel holds.
 #pragma once
 
 #include <cstdint>
@@ -20,11 +19,8 @@ struct MemoryEstimate {
   // bf16/fp16 only: the 16-bit copy of every parameter that autocast computes with. accel keeps
   // them next to the f32 masters, whole on every rank at every stage (they are not sharded).
   int64_t weight_copies = 0;
-  // Stage 1 only: the averaged slice of each unit's grads (4Ψ/N), a buffer of its own beside the
-  // full grads, which stage 1 keeps (stage 2 drops the full grads once they are sent).
-  int64_t averaged_grad_slices = 0;
   int64_t formula_total() const { return parameters + gradients + optimizer_state; }
-  int64_t total() const { return formula_total() + weight_copies + averaged_grad_slices; }
+  int64_t total() const { return formula_total() + weight_copies; }
 };
 
 // For Ψ = parameters (>= 0), ZeRO stage 0-3, N = ranks (>= 1) and the optimizer's state bytes per

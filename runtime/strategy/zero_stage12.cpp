@@ -1,5 +1,5 @@
-// ZeroStage12: the units as buckets, stage 1's reduce-scatter after backward, stage 2's from the
-// grad-ready hooks, and the all-gather of the updated slices.
+// ZeroStage12: the units as buckets, stage 1's in-place reduce-scatter after backward, stage 2's
+// from the grad-ready hooks, and the all-gather of the updated slices.
 #include "runtime/strategy/zero_stage12.h"
 
 #include <fmt/format.h>
@@ -68,8 +68,11 @@ void ZeroStage12::before_backward(bool sync) {
   sync_ = sync;
   next_launch_ = 0;
   for (size_t u = 0; u < units_.size(); ++u) {
-    // Stage 1 lends flat grads, so its reduce-scatter sends them as they are.
-    if (stage() == 1) units_[u]->flat->lend_grads();
+    // Stage 1 lends flat grads, so its reduce-scatter averages them where they are.
+    if (stage() == 1) {
+      units_[u]->flat->lend_grads();
+      carry_synced_slice(*units_[u]);
+    }
     ready_[u].assign(ready_[u].size(), false);
     pending_[u] = static_cast<int64_t>(ready_[u].size());
   }
@@ -106,8 +109,8 @@ void ZeroStage12::after_backward() {
   in_backward_ = false;
   if (!sync_) return;  // an early micro-step: the grads stay local, nothing is sent
   if (stage() == 1) {
-    for (auto& u : units_) start_reduce_scatter(*u, u->flat->full_grad());
-    for (auto& u : units_) finish_reduce_scatter(*u, /*add=*/false);
+    for (auto& u : units_) start_slice_reduce_scatter(*u);
+    for (auto& u : units_) finish_slice_reduce_scatter(*u);
     return;
   }
   // Units whose last grad never came (a parameter this backward did not reach) go now, in order.

@@ -1,9 +1,10 @@
 // ZeroStage12: ZeRO stages 1 and 2. Every rank holds the whole model; its parameters are cut into
 // units (buckets of about bucket_cap_bytes, in reverse order, as the DDP reducer's), each a flat
 // padded buffer that rank r owns 1/N of.
-//   stage 1: backward fills full flat grads; after a syncing backward each unit is reduce-scattered,
-//            so rank r gets the average of its slice; r updates its slice (only it has optimizer state
-//            for it) and the updated slices are all-gathered into every rank's parameters.
+//   stage 1: backward fills full flat grads; after a syncing backward each unit is reduce-scattered
+//            in place, so rank r's part of its full grads holds the average of its slice; r updates
+//            its slice (only it has optimizer state for it) and the updated slices are all-gathered
+//            into every rank's parameters.
 //   stage 2: the same, but each unit's reduce-scatter starts from the grad-ready hooks as soon as its
 //            last grad is final, while backward goes on, and the full grads are dropped once sent.
 // Early micro-steps of an accumulation window (and no_sync) only accumulate local grads: no

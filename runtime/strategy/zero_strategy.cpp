@@ -10,8 +10,18 @@
 #include "tensor/creation.h"
 #include "tensor/nograd/copy.h"
 #include "tensor/nograd/elementwise.h"
+#include "tensor/nograd/views.h"
 
 namespace accel {
+
+namespace {
+
+// Whether t shares base's storage (a shard grad that is a slice of the full grad).
+bool is_view_of(const Tensor& t, const Tensor& base) {
+  return t.defined() && base.defined() && t.storage() == base.storage();
+}
+
+}  // namespace
 
 ZeroStrategy::ZeroStrategy(int stage, Device device, std::shared_ptr<Communicator> comm, DType comm_dtype)
     : stage_(stage), device_(device), comm_(std::move(comm)), comm_dtype_(comm_dtype) {
@@ -93,7 +103,7 @@ ZeroStrategy::HeldBytes ZeroStrategy::held_bytes() const {
       const bool own = g.defined() && !(flat.full_grad().defined() && g.storage() == flat.full_grad().storage());
       if (own) held.gradients += static_cast<int64_t>(g.nbytes());
     }
-    if (u->shard_grad.defined()) held.gradients += static_cast<int64_t>(u->shard_grad.nbytes());
+    if (u->shard_grad.defined() && !is_view_of(u->shard_grad, flat.full_grad())) held.gradients += static_cast<int64_t>(u->shard_grad.nbytes());
   }
   for (const auto& o : optimizers_) held.optimizer_state += o->state_bytes();
   return held;
@@ -126,6 +136,45 @@ void ZeroStrategy::finish_reduce_scatter(Unit& unit, bool add) {
   if (add && unit.shard_grad.defined()) nograd::add_(unit.shard_grad, slice);
   else unit.shard_grad = slice;
   unit.shard.set_grad(unit.shard_grad);
+}
+
+void ZeroStrategy::start_slice_reduce_scatter(Unit& unit) {
+  NoGradGuard no_grad;
+  const Tensor& flat_grad = unit.flat->full_grad();
+  const bool narrow_wire = flat_grad.dtype() == DType::f32 && comm_dtype_ != DType::f32;
+  unit.wire_in = narrow_wire ? nograd::to_dtype(flat_grad, comm_dtype_) : flat_grad;
+  unit.wire_out = unit.flat->shard_of(unit.wire_in);  // this rank's slot of the input: in place
+  unit.work = comm_->reduce_scatter_async(unit.wire_in, unit.wire_out, ReduceOp::avg,
+                                          CallSite::gradient_sync(fmt::format("zero reduce-scatter of {}", unit.flat->name())));
+}
+
+void ZeroStrategy::finish_slice_reduce_scatter(Unit& unit) {
+  if (!unit.work.valid()) return;
+  NoGradGuard no_grad;
+  unit.work.wait();
+  unit.work = Work();
+  const Tensor& flat_grad = unit.flat->full_grad();
+  const Tensor slice = unit.flat->shard_of(flat_grad);
+  if (!is_view_of(unit.wire_out, flat_grad)) nograd::copy_(slice, unit.wire_out);
+  unit.wire_in = Tensor();
+  unit.wire_out = Tensor();
+  // The other ranks' parts hold this rank's local grads, which their owners have averaged: zeroed,
+  // so that the next sync without zero_grad adds nothing stale.
+  const int64_t offset = unit.flat->shard_offset(), size = unit.flat->shard_numel();
+  if (offset > 0) nograd::zero_(nograd::narrow(flat_grad, 0, 0, offset));
+  const int64_t after = unit.flat->padded_numel() - offset - size;
+  if (after > 0) nograd::zero_(nograd::narrow(flat_grad, 0, offset + size, after));
+  if (unit.shard_grad.defined() && !is_view_of(unit.shard_grad, flat_grad)) nograd::add_(slice, unit.shard_grad);
+  unit.shard_grad = slice;
+  unit.shard.set_grad(slice);
+}
+
+void ZeroStrategy::carry_synced_slice(Unit& unit) {
+  if (!is_view_of(unit.shard_grad, unit.flat->full_grad())) return;
+  NoGradGuard no_grad;
+  unit.shard_grad = nograd::clone(unit.shard_grad);
+  unit.shard.set_grad(unit.shard_grad);
+  nograd::zero_(unit.flat->shard_of(unit.flat->full_grad()));
 }
 
 void ZeroStrategy::wait_all_quietly() {
@@ -165,11 +214,16 @@ void ZeroStrategy::zero_grad(optim::Optimizer& optimizer, bool set_to_none) {
       for (const FlatUnit* f : o->units()) {
         if (u->flat.get() != f) continue;
         // Full grads are dropped either way (the next backward lends zeroed ones); shard grads are
-        // zeroed in place when asked, like a plain optimizer's.
+        // zeroed in place when asked, like a plain optimizer's. Stage 1's shard grad is a view of
+        // the full grad, which it must not keep alive: it gets zeros of its own.
+        const bool view_of_full = is_view_of(u->shard_grad, u->flat->full_grad());
         u->flat->drop_grads();
         if (set_to_none || !u->shard_grad.defined()) {
           u->shard_grad = Tensor();
           u->shard.set_grad(Tensor());
+        } else if (view_of_full) {
+          u->shard_grad = zeros({u->flat->shard_numel()}, u->flat->dtype(), u->flat->device());
+          u->shard.set_grad(u->shard_grad);
         } else {
           nograd::zero_(u->shard_grad);
         }

@@ -62,8 +62,9 @@ class ZeroStrategy : public Strategy {
     // shard_grad). Stages 1 and 2: a view of flat->full(); stage 3: a tensor of its own.
     Tensor shard;
     // The averaged grad of the slice, since the last zero_grad; undefined before the first sync.
+    // Stage 1: a view of flat->full_grad() after a sync.
     Tensor shard_grad;
-    // An in-flight reduce-scatter: its Work, its input (kept alive), its output.
+    // An in-flight reduce-scatter or all-reduce: its Work, its input (kept alive), its output.
     Work work;
     Tensor wire_in, wire_out;
   };
@@ -79,6 +80,14 @@ class ZeroStrategy : public Strategy {
   // (stage 1 replaces it: its flat grads hold everything since zero_grad).
   void start_reduce_scatter(Unit& unit, const Tensor& flat_grad);
   void finish_reduce_scatter(Unit& unit, bool add);
+  // Stage 1: reduce-scatters the unit's full flat grad in place, so the averaged slice lands in this
+  // rank's own part of it, and the rest is zeroed; shard_grad becomes that part, a view. So stage 1
+  // holds no grad buffer beyond the full grads (4Ψ + 4Ψ + 8Ψ/N in all) and sends 2Ψ with the
+  // all-gather. A slice averaged at an earlier sync since zero_grad is carried aside by
+  // carry_synced_slice before the next backward and added back here, so syncing twice sums as DDP.
+  void start_slice_reduce_scatter(Unit& unit);
+  void finish_slice_reduce_scatter(Unit& unit);
+  void carry_synced_slice(Unit& unit);
   // After the shards' update: stages 1 and 2 all-gather the parameters, stage 3 waits for the next
   // forward.
   virtual void after_shard_update(Unit& unit) = 0;

@@ -2,8 +2,10 @@
 // an accumulation window, one reduce-scatter per unit on the backward that syncs, one all-gather per
 // unit after the step.
 #include <filesystem>
+#include <map>
 
 #include "counting_communicator.h"
+#include "tensor/nograd/copy.h"
 #include "zero_support.h"
 
 namespace test {
@@ -48,16 +50,58 @@ TEST_CASE("stages 1 and 2: no communication before the syncing backward, then on
     strategy.after_backward();
     CHECK(counting->count("reduce_scatter") == units);
     CHECK(total(*counting) == units);
-    // Each rank holds the averaged grad of its slices only.
+    // Each rank holds the averaged grad of its slices only; stage 1's is its own part of its full
+    // grads (reduce-scattered in place), whose other parts are zero.
     const std::vector<Tensor> grads = strategy.local_grads(model->parameters());
     REQUIRE(grads.size() == static_cast<size_t>(units));
-    for (size_t u = 0; u < grads.size(); ++u) CHECK(grads[u].numel() == strategy.units_of(*model)[u]->shard_numel());
+    for (size_t u = 0; u < grads.size(); ++u) {
+      const FlatUnit& unit = *strategy.units_of(*model)[u];
+      CHECK(grads[u].numel() == unit.shard_numel());
+      if (stage != 1) continue;
+      CHECK(grads[u].storage() == unit.full_grad().storage());
+      CHECK(grads[u].data_ptr() == static_cast<const float*>(unit.full_grad().data_ptr()) + unit.shard_offset());
+      const std::vector<float> full = unit.full_grad().to_vector<float>();
+      for (int64_t i = 0; i < unit.padded_numel(); ++i)
+        if (i < unit.shard_offset() || i >= unit.shard_offset() + unit.shard_numel()) CHECK(full[static_cast<size_t>(i)] == 0.0f);
+    }
     // Stage 2 keeps no full grads after sending them; stage 1 keeps them until zero_grad.
     for (const Tensor& p : model->parameters()) CHECK(p.grad().defined() == (stage == 1));
     counting->reset();
     strategy.optimizer_step(*adamw);
     CHECK(counting->count("all_gather") == units);
     CHECK(total(*counting) == units);
+  }
+}
+
+TEST_CASE("stage 1: two syncing backwards without zero_grad leave the average of both, as DDP's do") {
+  ZeroStage12 strategy(1, Device::cpu(), world()->dup(), DType::f32, /*bucket_cap_bytes=*/256);
+  auto model = make_odd_mlp(5);
+  auto reference = make_odd_mlp(5);  // the same weights, trained plainly
+  auto adamw = make_optimizer("adamw", model->parameters());
+  strategy.prepare_model(*model);
+  strategy.prepare_optimizer(*adamw);
+  for (int k = 0; k < 2; ++k) {
+    strategy.before_backward(true);
+    backward(loss_of(*model, world()->rank() * 10 + k));
+    strategy.after_backward();
+    backward(loss_of(*reference, world()->rank() * 10 + k));
+  }
+  std::map<std::string, Tensor> averaged;  // each reference grad summed over both losses, then averaged
+  for (const auto& [name, p] : reference->named_parameters()) {
+    Tensor g = nograd::clone(p.grad());
+    world()->all_reduce(g, ReduceOp::avg);
+    averaged[name] = g;
+  }
+  const std::vector<Tensor> grads = strategy.local_grads(model->parameters());
+  const std::vector<const FlatUnit*> units = strategy.units_of(*model);
+  REQUIRE(grads.size() == units.size());
+  for (size_t u = 0; u < units.size(); ++u) {
+    Tensor flat = zeros({units[u]->padded_numel()});
+    for (size_t j = 0; j < units[u]->params().size(); ++j)
+      nograd::copy_(units[u]->param_view(flat, j), averaged.at(units[u]->param_names()[j]));
+    const std::vector<float> want = units[u]->shard_of(flat).to_vector<float>(), got = grads[u].to_vector<float>();
+    REQUIRE(got.size() == want.size());
+    for (size_t i = 0; i < got.size(); ++i) CHECK(got[i] == doctest::Approx(want[i]).epsilon(1e-6));
   }
 }
 
