@@ -1,6 +1,8 @@
 // zero_memory: the bytes one rank holds for parameters, gradients and optimizer state under DDP and
 // ZeRO stages 1-3, after one f32 AdamW step on an MLP of about 50M parameters, next to ZeRO's
-// formulas (16Ψ; 4Ψ + 4Ψ + 8Ψ/N; 4Ψ + 12Ψ/N; 16Ψ/N). Run under mpirun at 1, 2 and 4 ranks:
+// formulas (16Ψ; 4Ψ + 4Ψ + 8Ψ/N; 4Ψ + 12Ψ/N; 16Ψ/N), and the host allocator's bytes: in use after
+// the step, and the peak during it (from the allocator's counters, relative to what the process held
+// before the model was built). Run under mpirun at 1, 2 and 4 ranks:
 //   mpirun -np 4 build/bench/zero_memory [--layers 12 --width 2048] [--json out.json]
 // The table (rank 0) says what each rank measures; the ranks agree to within one unit's padding.
 #include <CLI/CLI.hpp>
@@ -23,6 +25,7 @@ struct Row {
   bool main = true;
   double params = 0, grads = 0, optimizer = 0;  // measured bytes, per rank
   double formula_params = 0, formula_grads = 0, formula_optimizer = 0;
+  double in_use = 0, step_peak = 0;  // the allocator's bytes, over the process's before the model
 };
 
 std::shared_ptr<nn::Sequential> make_mlp(int layers, int64_t width) {
@@ -53,6 +56,7 @@ Row run_stage(int stage, int layers, int64_t width) {
   o.print_settings = false;
   if (stage > 0) o.deepspeed_plugin = DeepSpeedPlugin{.zero_stage = stage, .gradient_accumulation_steps = std::nullopt};
   Accelerator accelerator(o);
+  const double baseline = static_cast<double>(accelerator.memory_stats()[0].stats.allocated_bytes);
   auto model = make_mlp(layers, width);
   auto adamw = std::make_shared<optim::AdamW>(model->parameters(), optim::AdamWOptions{});
   const double psi = [&] {
@@ -62,9 +66,12 @@ Row run_stage(int stage, int layers, int64_t width) {
   }();
   auto [net, opt] = accelerator.prepare(model, adamw);
   Generator gen(1);
+  const Tensor x = randn({4, width}, gen), y = randn({4, width}, gen);
+  accelerator.reset_peak_memory_stats();  // the step's peak, not the full model that stage 3 shards at prepare
   opt->zero_grad();
-  accelerator.backward(nn::mse_loss((*net)(randn({4, width}, gen)), randn({4, width}, gen)));
+  accelerator.backward(nn::mse_loss((*net)(x), y));
   opt->step();
+  const MemoryStats host = accelerator.memory_stats()[0].stats;
   Row r;
   if (const auto* zero = dynamic_cast<const ZeroStrategy*>(&accelerator.strategy())) {
     const ZeroStrategy::HeldBytes held = zero->held_bytes();
@@ -74,6 +81,8 @@ Row run_stage(int stage, int layers, int64_t width) {
   } else {
     r = measure_ddp(*net, *opt);
   }
+  r.in_use = static_cast<double>(host.allocated_bytes) - baseline;
+  r.step_peak = static_cast<double>(host.peak_allocated_bytes) - baseline;
   r.stage = stage;
   r.ranks = accelerator.num_processes();
   r.main = accelerator.is_main_process();
@@ -104,17 +113,20 @@ int main(int argc, char** argv) {
   const double mb = 1 << 20;
   std::cout << fmt::format("ZeRO memory per rank, {} ranks, {} x Linear({}, {}), f32 AdamW after one step (MiB)\n", ranks,
                            layers, width, width);
-  std::cout << fmt::format("{:>5} | {:>10} {:>10} | {:>10} {:>10} | {:>10} {:>10} | {:>10} {:>10} {:>7}\n", "stage",
-                           "params", "formula", "grads", "formula", "optimizer", "formula", "total", "formula", "ratio");
+  std::cout << fmt::format("{:>5} | {:>10} {:>10} | {:>10} {:>10} | {:>10} {:>10} | {:>10} {:>10} {:>7} | {:>10} {:>10}\n",
+                           "stage", "params", "formula", "grads", "formula", "optimizer", "formula", "total", "formula",
+                           "ratio", "in use", "step peak");
   nlohmann::json out = nlohmann::json::array();
   for (const Row& r : rows) {
     const double total = r.params + r.grads + r.optimizer;
     const double formula = r.formula_params + r.formula_grads + r.formula_optimizer;
-    std::cout << fmt::format("{:>5} | {:>10.1f} {:>10.1f} | {:>10.1f} {:>10.1f} | {:>10.1f} {:>10.1f} | {:>10.1f} {:>10.1f} {:>7.3f}\n",
-                             r.stage, r.params / mb, r.formula_params / mb, r.grads / mb, r.formula_grads / mb,
-                             r.optimizer / mb, r.formula_optimizer / mb, total / mb, formula / mb, total / formula);
+    std::cout << fmt::format(
+        "{:>5} | {:>10.1f} {:>10.1f} | {:>10.1f} {:>10.1f} | {:>10.1f} {:>10.1f} | {:>10.1f} {:>10.1f} {:>7.3f} | {:>10.1f} {:>10.1f}\n",
+        r.stage, r.params / mb, r.formula_params / mb, r.grads / mb, r.formula_grads / mb, r.optimizer / mb,
+        r.formula_optimizer / mb, total / mb, formula / mb, total / formula, r.in_use / mb, r.step_peak / mb);
     out.push_back({{"stage", r.stage}, {"ranks", ranks}, {"params_bytes", r.params}, {"grads_bytes", r.grads},
-                   {"optimizer_bytes", r.optimizer}, {"formula_bytes", formula}});
+                   {"optimizer_bytes", r.optimizer}, {"formula_bytes", formula}, {"in_use_bytes", r.in_use},
+                   {"step_peak_bytes", r.step_peak}});
   }
   if (!json_path.empty()) std::ofstream(json_path) << out.dump(2) << "\n";
   return 0;
