@@ -130,9 +130,15 @@ bool pick_algorithm(LtDescriptors& desc, cublasLtMatmulHeuristicResult_t& heuris
 }  // namespace
 
 bool fp8_gemm_supported(Device device) {
-  if (!device.is_cuda()) return false;
-  const DeviceProperties p = device_properties(device.index);
-  return p.major > 8 || (p.major == 8 && p.minor >= 9);
+  if (!device.is_cuda() || device.index < 0 || device.index >= device_count()) return false;
+  // Two attribute reads, not cudaGetDeviceProperties: this runs on every fp8::linear call.
+  int major = 0, minor = 0;
+  if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device.index) != cudaSuccess ||
+      cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device.index) != cudaSuccess) {
+    cudaGetLastError();
+    return false;
+  }
+  return major > 8 || (major == 8 && minor >= 9);
 }
 
 void check_fp8_gemm_device(const char* op, Device device) {

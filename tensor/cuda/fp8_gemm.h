@@ -7,7 +7,8 @@
 
 namespace accel::cuda {
 
-// True when device can run FP8 GEMMs: compute capability 8.9 or newer.
+// True when device is a visible CUDA device that runs FP8 GEMMs: compute capability 8.9 or newer.
+// Never throws.
 bool fp8_gemm_supported(Device device);
 // Throws accel::Error naming op, the GPU and its compute capability unless fp8_gemm_supported(device).
 void check_fp8_gemm_device(const char* op, Device device);
