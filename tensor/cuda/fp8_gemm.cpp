@@ -9,7 +9,7 @@
 #include <fmt/format.h>
 
 #include <atomic>
-#include <memory>
+#include <optional>
 
 #include "kernels/cuda_check.h"
 #include "kernels/error.h"
@@ -161,24 +161,27 @@ void fp8_gemm(const Tensor& out, const Tensor& a, const Tensor& b, const Tensor&
   void* amax_ptr = amax.defined() ? amax.data_ptr() : nullptr;
   if (amax_ptr != nullptr) ACCEL_CUDA_CHECK(cudaMemsetAsync(amax_ptr, 0, sizeof(float), stream), "cudaMemsetAsync(amax)");
 
-  // With the amax first; where cuBLASLt has no algorithm computing it for this output type, without it.
-  auto desc = std::make_unique<LtDescriptors>();
-  cublasLtMatmulHeuristicResult_t heuristic{};
-  bool lt_amax = amax_ptr != nullptr;
-  bool found = pick_algorithm(*desc, heuristic, out, a, b, a_scale_inv, b_scale_inv, lt_amax ? amax_ptr : nullptr,
-                              workspace.bytes);
-  if (!found && lt_amax) {
-    desc = std::make_unique<LtDescriptors>();
-    lt_amax = false;
-    found = pick_algorithm(*desc, heuristic, out, a, b, a_scale_inv, b_scale_inv, nullptr, workspace.bytes);
-  }
-  if (!found)
-    throw Error(fmt::format("fp8_gemm: cuBLASLt has no FP8 algorithm for {} on {}", describe(out, a, b), device.str()));
+  // One try: the heuristic's algorithm, then the call; nullopt where the heuristic has none.
   const float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f;
-  ACCEL_CUBLAS_CHECK(cublasLtMatmul(handle, desc->op, &alpha, b.data_ptr(), desc->a, a.data_ptr(), desc->b, &beta,
-                                    out.data_ptr(), desc->c, out.data_ptr(), desc->d, &heuristic.algo, workspace.ptr,
-                                    workspace.bytes, stream),
-                     "cublasLtMatmul({})", describe(out, a, b));
+  auto attempt = [&](void* amax_out) -> std::optional<cublasStatus_t> {
+    LtDescriptors desc;
+    cublasLtMatmulHeuristicResult_t heuristic{};
+    if (!pick_algorithm(desc, heuristic, out, a, b, a_scale_inv, b_scale_inv, amax_out, workspace.bytes))
+      return std::nullopt;
+    return cublasLtMatmul(handle, desc.op, &alpha, b.data_ptr(), desc.a, a.data_ptr(), desc.b, &beta, out.data_ptr(),
+                          desc.c, out.data_ptr(), desc.d, &heuristic.algo, workspace.ptr, workspace.bytes, stream);
+  };
+  // With the amax first; where cuBLASLt declines computing it for this output type, without it.
+  bool lt_amax = amax_ptr != nullptr;
+  std::optional<cublasStatus_t> status = attempt(lt_amax ? amax_ptr : nullptr);
+  if (lt_amax && (!status || declined(*status))) {
+    lt_amax = false;
+    status = attempt(nullptr);
+  }
+  if (!status)
+    throw Error(fmt::format("fp8_gemm: cuBLASLt has no FP8 algorithm for {} on {}", describe(out, a, b), device.str()));
+  if (*status != CUBLAS_STATUS_SUCCESS)
+    throw_cublas_error(*status, fmt::format("cublasLtMatmul({})", describe(out, a, b)), device.index);
   if (amax_ptr != nullptr && !lt_amax) {
     amax_passes.fetch_add(1, std::memory_order_relaxed);
     kernels::launch_fp8_quantize(DType::f8_e4m3, out.dtype(), nullptr, out.data_ptr(), out.numel(), 1.0f,
