@@ -153,13 +153,15 @@ class Runner {
 
   // Times f into row (work: FLOPs or bytes per run) and adds it. An op this device cannot run makes
   // the row unavailable with the op's message, so one missing kernel does not end the whole table.
+  // finish, if set, completes a measured row (a reference or note that needs its rate) before it is shown.
   void measure(PrecisionRow row, Device device, double work, const std::function<void()>& make,
-               const std::function<void()>& f) {
+               const std::function<void()>& f, const std::function<void(PrecisionRow&)>& finish = {}) {
     try {
       if (make) make();
       const double s = median_seconds(device, o_.warmup, o_.iters, f);
       row.time_us = s * 1e6;
       row.rate = work / s / 1e9;
+      if (finish) finish(row);
     } catch (const Error& e) {
       row.available = false;
       row.note = e.what();
@@ -219,14 +221,15 @@ class Runner {
           a = nograd::quantize_fp8(randn({n, n}, gen, DType::f32, device), 100.0f, DType::f8_e4m3);
           b = nograd::quantize_fp8(randn({n, n}, gen, DType::f32, device), 100.0f, DType::f8_e4m3);
         },
-        [&] { (void)nograd::fp8_gemm(a, b, Tensor(), DType::bf16); });
-    PrecisionRow& added = report_.rows.back();
-    if (!added.available) return;
-    const std::string how = device.is_cpu() ? "emulated (dequantise, f32 GEMM)" : "cuBLASLt FP8, e4m3 x e4m3 -> bf16";
-    added.note = how;
-    for (const PrecisionRow& r : report_.rows)
-      if (r.available && r.device == added.device && r.name == "matmul" && r.dtype == "bf16" && r.shape == shape)
-        added.note = fmt::format("{}; {:.2f}x the bf16 matmul", how, added.rate / r.rate);
+        [&] { (void)nograd::fp8_gemm(a, b, Tensor(), DType::bf16); },
+        [&](PrecisionRow& done) {
+          const std::string how =
+              device.is_cpu() ? "emulated (dequantise, f32 GEMM)" : "cuBLASLt FP8, e4m3 x e4m3 -> bf16";
+          done.note = how;
+          for (const PrecisionRow& r : report_.rows)
+            if (r.available && r.device == done.device && r.name == "matmul" && r.dtype == "bf16" && r.shape == shape)
+              done.note = fmt::format("{}; {:.2f}x the bf16 matmul", how, done.rate / r.rate);
+        });
   }
 
   // One Linear's forward and backward (y = x W^T + b, then dx, dW and db: 6 n^3 FLOPs) with n x n
@@ -245,11 +248,9 @@ class Runner {
           row.note = nograd::fp8_gemm_on_device(device, n, n, n) ? "fp8::linear on cuBLASLt FP8 GEMMs, HYBRID"
                                                                  : "fp8::linear emulated (quantise, f32 GEMMs), HYBRID";
         const LinearStep step = linear_step(device, n, dtype);
-        measure(row, device, flops, step.make, step.run);
-        if (dtype == DType::f32 && report_.rows.back().available) {
-          f32_rate = report_.rows.back().rate;
-          report_.rows.back().reference = f32_rate;
-        }
+        measure(row, device, flops, step.make, step.run, [&](PrecisionRow& done) {
+          if (dtype == DType::f32) done.reference = f32_rate = done.rate;  // the reference of its size
+        });
       }
     }
   }
