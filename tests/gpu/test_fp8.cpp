@@ -39,11 +39,13 @@ nograd::Fp8Tensor to_gpu(const nograd::Fp8Tensor& q) {
 
 // The bound on |GPU - CPU emulation| for one output element: both sum the same K exact products of fp8
 // values (each exact in f32), in different orders, with different partial-sum precision. A sum's
-// rounding error is at most (terms) x (unit roundoff) x sum |products|. cuBLASLt without fast
-// accumulation promotes the tensor cores' partial sums to f32 at least every 128 products (4 K=32
-// steps), and Hopper's FP8 partial sums keep about 14 bits (DeepSeek-V3 report, sec. 3.3.2): 128 x
-// 2^-14 = 2^-7 of sum |products| bounds the difference; a bf16 output adds one bf16 rounding of each
-// side (2^-8 relative). A wrong scale, a transposed operand or a swapped dtype is off by far more.
+// rounding error is at most (terms) x (unit roundoff) x sum |products|. Hopper's FP8 tensor cores keep
+// about 14 bits in their partial sums (DeepSeek-V3 report, sec. 3.3.2), and cuBLASLt without fast
+// accumulation promotes them to f32 periodically (cublasLt.h, CUBLASLT_MATMUL_DESC_FAST_ACCUM; the
+// interval is not documented: DeepSeek's kernels use 128 products). With 128, the worst case is 128 x
+// 2^-14 = 2^-7 of sum |products|, the bound used; a bf16 output adds one bf16 ulp (2^-7 relative).
+// Rounding errors add up like a random walk, far below the worst case, so a longer interval still
+// fits; a wrong scale, a transposed operand or a swapped dtype is off by far more.
 void check_gemm_close(const Tensor& got, const Tensor& want, const Tensor& magnitude, DType out_dtype,
                       const std::string& what) {
   INFO(what);
