@@ -15,6 +15,8 @@
 
 #include "accel_config.h"
 #include "autograd/engine.h"
+#include "autograd/fp8/fp8_linear.h"
+#include "autograd/functions.h"
 #include "bench/lib/published_peaks.h"
 #include "kernels/error.h"
 #include "nn/activation.h"
@@ -26,6 +28,7 @@
 #include "tensor/creation.h"
 #include "tensor/nograd/copy.h"
 #include "tensor/nograd/elementwise.h"
+#include "tensor/nograd/fp8_gemm.h"
 #include "tensor/nograd/matmul.h"
 #include "tensor/nograd/optim_ops.h"
 #if ACCEL_WITH_CUDA
@@ -123,6 +126,11 @@ double memcpy_seconds(int64_t bytes, int warmup, int iters) {
   });
 }
 
+// The setup and the timed step of one fp8_linear row.
+struct LinearStep {
+  std::function<void()> make, run;
+};
+
 class Runner {
  public:
   Runner(const PrecisionOptions& options, PrecisionReport& report, const std::function<void(const PrecisionRow&)>& on_row)
@@ -132,6 +140,7 @@ class Runner {
     const DeviceReference ref = describe(device);
     report_.devices.push_back(ref.info);
     gemm(device, ref);
+    fp8_linear(device);
     bandwidth(device, ref);
     train_step(device, ref);
   }
@@ -144,13 +153,15 @@ class Runner {
 
   // Times f into row (work: FLOPs or bytes per run) and adds it. An op this device cannot run makes
   // the row unavailable with the op's message, so one missing kernel does not end the whole table.
+  // finish, if set, completes a measured row (a reference or note that needs its rate) before it is shown.
   void measure(PrecisionRow row, Device device, double work, const std::function<void()>& make,
-               const std::function<void()>& f) {
+               const std::function<void()>& f, const std::function<void(PrecisionRow&)>& finish = {}) {
     try {
       if (make) make();
       const double s = median_seconds(device, o_.warmup, o_.iters, f);
       row.time_us = s * 1e6;
       row.rate = work / s / 1e9;
+      if (finish) finish(row);
     } catch (const Error& e) {
       row.available = false;
       row.note = e.what();
@@ -184,7 +195,97 @@ class Runner {
             row, device, flops, [&] { a = randn({n, n}, gen, dtype, device), b = randn({n, n}, gen, dtype, device); },
             [&] { (void)nograd::matmul(a, b); });
       }
+      fp8_gemm(device, ref, n, flops, shape, eigen_gflops);
     }
+  }
+
+  // The FP8 GEMM of e4m3 operands with a bf16 output, on operands quantised beforehand: cuBLASLt's on a
+  // GPU of sm_89 or newer, against the published FP8 peak; the emulation (dequantise, f32 GEMM) on the
+  // CPU, against Eigen's f32 GEMM. The note compares it with the bf16 matmul row of the same size.
+  void fp8_gemm(Device device, const DeviceReference& ref, int64_t n, double flops, const std::string& shape,
+                double eigen_gflops) {
+    PrecisionRow row{device.str(), "gemm", "fp8 gemm", "f8_e4m3", shape, 0, 0, "GFLOP/s", 0, "", true, ""};
+    if (device.is_cpu()) {
+      row.reference = eigen_gflops;
+      row.reference_name = "eigen f32 gemm (measured)";
+    } else if (ref.peaks) {
+      row.reference = gemm_peak_gflops(*ref.peaks, row.dtype);
+      row.reference_name = ref.peaks->gpu + " published";
+    }
+    Generator gen(3);
+    nograd::Fp8Tensor a, b;
+    measure(
+        row, device, flops,
+        [&] {
+          if (device.is_cuda()) nograd::check_fp8_gemm_device("bench precision fp8 gemm", device);
+          a = nograd::quantize_fp8(randn({n, n}, gen, DType::f32, device), 100.0f, DType::f8_e4m3);
+          b = nograd::quantize_fp8(randn({n, n}, gen, DType::f32, device), 100.0f, DType::f8_e4m3);
+        },
+        [&] { (void)nograd::fp8_gemm(a, b, Tensor(), DType::bf16); },
+        [&](PrecisionRow& done) {
+          const std::string how =
+              device.is_cpu() ? "emulated (dequantise, f32 GEMM)" : "cuBLASLt FP8, e4m3 x e4m3 -> bf16";
+          done.note = how;
+          for (const PrecisionRow& r : report_.rows)
+            if (r.available && r.device == done.device && r.name == "matmul" && r.dtype == "bf16" && r.shape == shape)
+              done.note = fmt::format("{}; {:.2f}x the bf16 matmul", how, done.rate / r.rate);
+        });
+  }
+
+  // One Linear's forward and backward (y = x W^T + b, then dx, dW and db: 6 n^3 FLOPs) with n x n
+  // operands in f32, in bf16, and through fp8::linear (f32 in and out, e4m3 and e5m2 inside: on the
+  // CPU the emulation, on an sm_89+ GPU the FP8 GEMMs). The f32 row is the others' reference.
+  void fp8_linear(Device device) {
+    for (int64_t n : o_.gemm_sizes) {
+      const double flops = 6.0 * static_cast<double>(n) * static_cast<double>(n) * static_cast<double>(n);
+      const std::string shape = fmt::format("{}x{}x{}", n, n, n);
+      double f32_rate = 0;
+      for (DType dtype : {DType::f32, DType::bf16, DType::f8_e4m3}) {
+        PrecisionRow row{device.str(), "fp8_linear", "linear fwd+bwd", dtype_name(dtype), shape, 0, 0, "GFLOP/s",
+                         f32_rate, "f32 linear fwd+bwd (measured)", true, ""};
+        const bool fp8 = is_float8(dtype);
+        if (fp8)
+          row.note = nograd::fp8_gemm_on_device(device, n, n, n) ? "fp8::linear on cuBLASLt FP8 GEMMs, HYBRID"
+                                                                 : "fp8::linear emulated (quantise, f32 GEMMs), HYBRID";
+        const LinearStep step = linear_step(device, n, dtype);
+        measure(row, device, flops, step.make, step.run, [&](PrecisionRow& done) {
+          if (dtype == DType::f32) done.reference = f32_rate = done.rate;  // the reference of its size
+        });
+      }
+    }
+  }
+
+  LinearStep linear_step(Device device, int64_t n, DType dtype) {
+    struct State {
+      Tensor x, w, b, g;
+      fp8::RecipeOptions recipe;
+      std::shared_ptr<fp8::LinearScaling> scaling;
+    };
+    auto st = std::make_shared<State>();
+    const bool fp8 = is_float8(dtype);
+    auto run = [st, fp8] {
+      for (Tensor* t : {&st->x, &st->w, &st->b}) t->set_grad(Tensor());
+      const Tensor y = fp8 ? fp8::linear(st->x, st->w, st->b, st->scaling, st->recipe) : linear(st->x, st->w, st->b);
+      backward(y, st->g);
+    };
+    auto make = [st, fp8, run, device, n, dtype] {
+      Generator gen(4);
+      const DType leaf = fp8 ? DType::f32 : dtype;
+      st->x = randn({n, n}, gen, leaf, device);
+      st->w = nograd::mul(randn({n, n}, gen, leaf, device), 0.03);
+      st->b = randn({n}, gen, leaf, device);
+      st->g = randn({n, n}, gen, leaf, device);
+      for (Tensor* t : {&st->x, &st->w, &st->b}) t->requires_grad_(true);
+      if (!fp8) return;
+      // One step's amaxes, then the recipe's scales: the timed runs quantise as training does.
+      st->scaling = std::make_shared<fp8::LinearScaling>(st->recipe.amax_history_len);
+      run();
+      for (int role = 0; role < fp8::kRoleCount; ++role) {
+        const auto r = static_cast<fp8::Role>(role);
+        (*st->scaling)[r].update(st->recipe, fp8::fp8_max(st->recipe.dtype_of(r)));
+      }
+    };
+    return {make, run};
   }
 
   // A row of bytes read plus written per second, against memcpy's (CPU) or the published memory

@@ -1,6 +1,7 @@
 // The measurements behind `accel bench precision`, per device: GEMM rate per dtype through
-// nograd::matmul, elementwise and cast bandwidth, the loss scaler's unscale-and-check pass, and one
-// training step of an MLP through the Accelerator in f32, fp16 and bf16. Each figure comes with its
+// nograd::matmul and the FP8 GEMM, one Linear's forward and backward in f32, bf16 and fp8, elementwise
+// and cast bandwidth, the loss scaler's unscale-and-check pass, and one training step of an MLP
+// through the Accelerator in f32, fp16 and bf16. Each figure comes with its
 // device's reference: measured in the same run on the CPU (raw Eigen f32 GEMM, memcpy), published
 // for known GPUs (bench/lib/published_peaks.h).
 #pragma once
@@ -16,7 +17,7 @@ namespace accel::bench {
 
 struct PrecisionOptions {
   std::vector<Device> devices = {Device::cpu()};
-  std::vector<int64_t> gemm_sizes = {256, 512, 1024};  // square M = K = N
+  std::vector<int64_t> gemm_sizes = {256, 512, 1024};  // square M = K = N (GEMMs and fp8_linear rows)
   int64_t elements = int64_t{1} << 23;                 // per tensor in the bandwidth rows
   std::vector<int64_t> mlp_widths = {784, 1024, 1024, 10};
   int64_t mlp_batch = 256;
@@ -27,9 +28,10 @@ struct PrecisionOptions {
 // One row of the table.
 struct PrecisionRow {
   std::string device;     // "cpu", "cuda:0"
-  std::string group;      // "gemm", "elementwise", "cast", "unscale", "train_step"
-  std::string name;       // "matmul", "add", "f32->bf16", "unscale_and_check_", "mlp step", "eigen f32 gemm"
-  std::string dtype;      // the dtype computed in: "f32", "f16", "bf16" (for casts: the source)
+  std::string group;      // "gemm", "fp8_linear", "elementwise", "cast", "unscale", "train_step"
+  std::string name;       // "matmul", "fp8 gemm", "linear fwd+bwd", "add", "f32->bf16", "unscale_and_check_",
+                          // "mlp step", "eigen f32 gemm"
+  std::string dtype;      // the dtype computed in: "f32", "f16", "bf16", "f8_e4m3" (for casts: the source)
   std::string shape;      // "1024x1024x1024", "8388608", "784-1024-1024-10 b256"
   double time_us = 0;     // median time of one run
   double rate = 0;        // in unit

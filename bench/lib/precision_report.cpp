@@ -8,19 +8,19 @@
 namespace accel::bench {
 
 void print_precision_columns(std::ostream& out) {
-  out << fmt::format("# {:<7} {:<11} {:<15} {:<5} {:>22} {:>11} {:>10} {:<8} {:>10} {:>7}  {}\n", "device", "group",
+  out << fmt::format("# {:<7} {:<11} {:<15} {:<7} {:>22} {:>11} {:>10} {:<8} {:>10} {:>7}  {}\n", "device", "group",
                      "name", "dtype", "shape", "time (us)", "rate", "unit", "reference", "of ref", "reference is");
 }
 
 void print_precision_row(std::ostream& out, const PrecisionRow& r) {
   if (!r.available) {
-    out << fmt::format("  {:<7} {:<11} {:<15} {:<5} {:>22} {:>11} {:>10} {:<8} {:>10} {:>7}  {}\n", r.device, r.group,
+    out << fmt::format("  {:<7} {:<11} {:<15} {:<7} {:>22} {:>11} {:>10} {:<8} {:>10} {:>7}  {}\n", r.device, r.group,
                        r.name, r.dtype, r.shape, "-", "-", r.unit, "-", "-", "not run: " + r.note);
     return;
   }
   const std::string reference = r.reference > 0 ? fmt::format("{:.1f}", r.reference) : "-";
   const std::string fraction = r.reference > 0 ? fmt::format("{:.1f}%", 100.0 * r.fraction()) : "-";
-  out << fmt::format("  {:<7} {:<11} {:<15} {:<5} {:>22} {:>11.1f} {:>10.2f} {:<8} {:>10} {:>7}  {}\n", r.device,
+  out << fmt::format("  {:<7} {:<11} {:<15} {:<7} {:>22} {:>11.1f} {:>10.2f} {:<8} {:>10} {:>7}  {}\n", r.device,
                      r.group, r.name, r.dtype, r.shape, r.time_us, r.rate, r.unit, reference, fraction,
                      r.reference_name);
 }

@@ -95,7 +95,8 @@ BenchCommand::BenchCommand(CLI::App& app) {
   }
 
   precision_ = bench_->add_subcommand(
-      "precision", "GEMM, elementwise, cast and training-step rates per dtype and device, next to the device's peak");
+      "precision", "GEMM (FP8 too), Linear, elementwise, cast and training-step rates per dtype and device, next to the "
+      "device's peak");
   precision_->add_option("--devices", devices_, "Comma-separated devices (default: cpu and every visible GPU)")
       ->delimiter(',');
   precision_->add_option("--gemm-sizes", gemm_sizes_, "Comma-separated square GEMM sizes")

@@ -13,6 +13,7 @@
 #include "kernels/cuda_check.h"
 #include "tensor/cpu/loop.h"
 #include "tensor/cuda/blas.h"
+#include "tensor/cuda/cublaslt_descriptors.h"
 #include "tensor/cuda/device.h"
 #include "tensor/cuda/elementwise.h"
 #include "tensor/cuda/gemm_plan.h"
@@ -25,23 +26,6 @@ namespace accel::cuda {
 namespace {
 
 std::atomic<int64_t> classic_calls{0};
-
-// Owns the cuBLASLt descriptors of one call.
-struct Descriptors {
-  cublasLtMatmulDesc_t op = nullptr;
-  cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;
-  cublasLtMatmulPreference_t pref = nullptr;
-  Descriptors() = default;
-  Descriptors(const Descriptors&) = delete;
-  Descriptors& operator=(const Descriptors&) = delete;
-  ~Descriptors() {
-    if (pref != nullptr) cublasLtMatmulPreferenceDestroy(pref);
-    if (d != nullptr) cublasLtMatrixLayoutDestroy(d);
-    if (b != nullptr) cublasLtMatrixLayoutDestroy(b);
-    if (a != nullptr) cublasLtMatrixLayoutDestroy(a);
-    if (op != nullptr) cublasLtMatmulDescDestroy(op);
-  }
-};
 
 struct GemmTypes {
   DType dtype;
@@ -73,43 +57,6 @@ const GemmTypes& gemm_types(DType dtype) {
   for (const GemmTypes& t : kGemmTypes)
     if (t.dtype == dtype) return t;
   throw_unsupported_dtype("matmul", dtype, "a floating dtype (f64, f32, f16, bf16)");
-}
-
-template <class T>
-void set_attr(cublasLtMatmulDesc_t desc, cublasLtMatmulDescAttributes_t attr, const T& value, const char* name) {
-  ACCEL_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, attr, &value, sizeof(value)),
-                     "cublasLtMatmulDescSetAttribute({})", name);
-}
-
-template <class T>
-void set_attr(cublasLtMatrixLayout_t layout, cublasLtMatrixLayoutAttribute_t attr, const T& value, const char* name) {
-  ACCEL_CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(layout, attr, &value, sizeof(value)),
-                     "cublasLtMatrixLayoutSetAttribute({})", name);
-}
-
-template <class T>
-void set_attr(cublasLtMatmulPreference_t pref, cublasLtMatmulPreferenceAttributes_t attr, const T& value,
-              const char* name) {
-  ACCEL_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, attr, &value, sizeof(value)),
-                     "cublasLtMatmulPreferenceSetAttribute({})", name);
-}
-
-cublasLtMatrixLayout_t make_layout(cudaDataType_t type, int64_t rows, int64_t cols, int64_t ld, int32_t batch,
-                                   int64_t batch_stride) {
-  cublasLtMatrixLayout_t layout = nullptr;
-  ACCEL_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&layout, type, static_cast<uint64_t>(rows),
-                                                static_cast<uint64_t>(cols), ld),
-                     "cublasLtMatrixLayoutCreate({} x {}, ld {})", rows, cols, ld);
-  if (batch > 1) {
-    try {
-      set_attr(layout, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, batch, "batch count");
-      set_attr(layout, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, batch_stride, "batch stride");
-    } catch (...) {
-      cublasLtMatrixLayoutDestroy(layout);
-      throw;
-    }
-  }
-  return layout;
 }
 
 std::string describe(const Tensor& out, const Tensor& a, const Tensor& b) {
@@ -181,7 +128,7 @@ struct GemmProblem {
 
 // The cuBLASLt descriptors of a problem: the op with its bias epilogue, the three layouts, and the
 // preference that tells the heuristic the workspace and every pointer's true alignment.
-void describe_to_cublaslt(const GemmProblem& p, uint64_t workspace_bytes, Descriptors& desc) {
+void describe_to_cublaslt(const GemmProblem& p, uint64_t workspace_bytes, LtDescriptors& desc) {
   const GemmTypes& types = p.types;
   const uint64_t elsize = dtype_size(p.out.dtype());
   // Every pointer a call may get: the base plus any multiple of the batch strides.
@@ -223,7 +170,7 @@ void describe_to_cublaslt(const GemmProblem& p, uint64_t workspace_bytes, Descri
 void run_gemm(const GemmProblem& p) {
   const int device = p.out.device().index;
   const BlasWorkspace workspace = blas_workspace(device);
-  Descriptors desc;
+  LtDescriptors desc;
   describe_to_cublaslt(p, workspace.bytes, desc);
   const float one_f = 1.0f, zero_f = 0.0f;
   const double one_d = 1.0, zero_d = 0.0;

@@ -57,6 +57,8 @@ TEST_CASE("published_peaks: the dense datasheet figures of known GPUs, matched b
   CHECK(gemm_peak_gflops(*h200, "bf16") == doctest::Approx(989400.0));
   CHECK(gemm_peak_gflops(*h200, "f32") == doctest::Approx(67000.0));
   CHECK(gemm_peak_gflops(*h200, "i32") == 0);
+  CHECK(gemm_peak_gflops(*h200, "f8_e4m3") == doctest::Approx(1978900.0));  // 3,958 with sparsity, halved
+  CHECK(gemm_peak_gflops(*published_peaks("NVIDIA A100-SXM4-80GB"), "f8_e4m3") == 0);  // no FP8 tensor cores
   CHECK(published_peaks("NVIDIA H100 PCIe")->gpu == "H100 PCIe");
   CHECK(published_peaks("NVIDIA H100 80GB HBM3")->gpu == "H100 SXM");
   CHECK(published_peaks("NVIDIA A100-SXM4-80GB")->gpu == "A100 SXM 80GB");
@@ -67,15 +69,16 @@ TEST_CASE("a tiny CPU run: every row measured, shown against the reference measu
   const PrecisionOptions o = tiny();
   int seen = 0;
   const PrecisionReport r = run_precision_bench(o, [&](const PrecisionRow&) { ++seen; });
-  // Per GEMM size: Eigen and three dtypes; memcpy, add and mul in three dtypes; unscale in three
-  // dtypes; four casts; three steps.
-  REQUIRE(r.rows.size() == 2 * 4 + 7 + 3 + 4 + 3);
+  // Per GEMM size: Eigen, three dtypes and the FP8 GEMM, then the Linear in f32, bf16 and fp8; memcpy,
+  // add and mul in three dtypes; unscale in three dtypes; four casts; three steps.
+  REQUIRE(r.rows.size() == 2 * (5 + 3) + 7 + 3 + 4 + 3);
   CHECK(seen == static_cast<int>(r.rows.size()));
   REQUIRE(r.devices.size() == 1);
   CHECK(r.devices[0].device == "cpu");
   CHECK(r.devices[0].reference == "measured");
 
-  double eigen = 0, memcpy_gbs = 0;
+  double eigen = 0, memcpy_gbs = 0, f32_linear = 0;
+  int fp8_rows = 0;
   for (const PrecisionRow& row : r.rows) {
     INFO(row.group, " ", row.name, " ", row.dtype, " ", row.shape, " ", row.note);
     CHECK(row.device == "cpu");
@@ -95,6 +98,23 @@ TEST_CASE("a tiny CPU run: every row measured, shown against the reference measu
       CHECK(row.reference == eigen);  // the Eigen row of the same size comes first
       const double n = std::stod(row.shape);
       CHECK(row.rate == doctest::Approx(2 * n * n * n / (row.time_us * 1e-6) / 1e9));
+      if (row.name == "fp8 gemm") {
+        ++fp8_rows;
+        CHECK(row.dtype == "f8_e4m3");
+        CHECK(row.note.find("emulated") != std::string::npos);
+        CHECK(row.note.find("x the bf16 matmul") != std::string::npos);
+      }
+    } else if (row.group == "fp8_linear") {
+      // One Linear's forward and backward: three GEMMs of 2 n^3; the f32 row (first per size) is the reference.
+      CHECK(row.unit == "GFLOP/s");
+      const double n = std::stod(row.shape);
+      CHECK(row.rate == doctest::Approx(6 * n * n * n / (row.time_us * 1e-6) / 1e9));
+      if (row.dtype == "f32") f32_linear = row.rate;
+      CHECK(row.reference == f32_linear);
+      if (row.dtype == "f8_e4m3") {
+        ++fp8_rows;
+        CHECK(row.note.find("emulated") != std::string::npos);
+      }
     } else if (row.group == "train_step") {
       CHECK(row.unit == "GFLOP/s");
       CHECK(row.rate == doctest::Approx(mlp_step_flops(o.mlp_widths, o.mlp_batch) / (row.time_us * 1e-6) / 1e9));
@@ -107,6 +127,7 @@ TEST_CASE("a tiny CPU run: every row measured, shown against the reference measu
   }
   CHECK(eigen > 0);
   CHECK(memcpy_gbs > 0);
+  CHECK(fp8_rows == 4);  // both sizes, GEMM and Linear: measured, not skipped
 }
 
 TEST_CASE("to_json: the documented fields, with null where a row has no number") {

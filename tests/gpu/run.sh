@@ -157,6 +157,23 @@ gpu_ran = status.get("test_gpu") == 0 and status.get("test_gpu_dist_np1") == 0
 # Nothing failed but nothing ran on a GPU either: skipped, never a pass.
 # With a GPU the benchmarks must have run too.
 ok = ok and (not gpu_ran or status.get("gpu_kernels") == 0)
+# The FP8 GEMM rows of bench precision (issue 16): TFLOP/s against bf16 and the published dense FP8
+# peak. On a Hopper GPU they must have run, since the GEMM is the point of fp8 there.
+fp8_rows = [r for r in (precision or {}).get("rows", []) if r["name"] in ("fp8 gemm", "linear fwd+bwd")]
+for r in fp8_rows:
+    if not r["available"]:
+        print(f"fp8: {r['name']} {r['dtype']} {r['shape']}: not run: {r['note']}")
+    elif r["name"] == "fp8 gemm":
+        peak = f", {100 * r['fraction']:.1f}% of {r['reference_name']}" if r["fraction"] else ""
+        print(f"fp8: gemm {r['shape']}: {r['rate'] / 1e3:.1f} TFLOP/s{peak}; {r['note']}")
+    else:
+        print(f"fp8: linear fwd+bwd {r['dtype']} {r['shape']}: {r['rate'] / 1e3:.1f} TFLOP/s, "
+              f"{100 * r['fraction']:.0f}% of the f32 row; {r['note']}")
+if device and any(g in device for g in ("H100", "H200")) and precision is not None:
+    fp8_ok = any(r["name"] == "fp8 gemm" for r in fp8_rows) and all(r["available"] for r in fp8_rows)
+    if not fp8_ok:
+        print("fp8: the FP8 GEMM rows did not all run on this Hopper GPU")
+    ok = ok and fp8_ok
 verdict = "fail" if not ok else "pass" if gpu_ran else "skipped"
 report = {
     "started": started,

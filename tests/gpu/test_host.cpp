@@ -1,6 +1,6 @@
 // The host side of the CUDA backend, which needs no GPU: how launches are laid out, how GEMM
 // operands map onto cuBLAS, the reduction and row-kernel plans, the multi-tensor chunks, error
-// messages, `accel env`, and what happens without a device.
+// messages, `accel env`, the FP8 GEMM's argument checks, and what happens without a device.
 #include <doctest/doctest.h>
 #include <fmt/format.h>
 
@@ -13,6 +13,7 @@
 #include "kernels/row_plan.h"
 #include "runtime/cli/env_report.h"
 #include "tensor/cuda/device.h"
+#include "tensor/cuda/fp8_gemm.h"
 #include "tensor/cuda/gemm_plan.h"
 #include "tensor/cuda/launch.h"
 #include "tensor/nograd/copy.h"
@@ -247,4 +248,36 @@ TEST_CASE("devices: counting never throws, and a missing device is a clear error
     CHECK_THROWS_WITH_AS(zeros({3}, DType::f32, Device::cuda(0)), expected.c_str(), Error);
   }
   CHECK_THROWS_WITH_AS(nograd::to_device(zeros({3}), Device::cuda(n)), expected.c_str(), Error);
+}
+
+TEST_CASE("fp8 GEMM host checks: CPU tensors and missing devices are named before any CUDA call") {
+  CHECK_FALSE(cuda::fp8_gemm_supported(Device::cpu()));
+  const Tensor a = empty({32, 48}, DType::f8_e4m3), b = empty({16, 48}, DType::f8_e4m3);
+  const Tensor out = empty({32, 16}), one = ones({1});
+  std::string e;
+  try {
+    cuda::fp8_gemm(out, a, b, one, one, Tensor());
+  } catch (const Error& err) {
+    e = err.what();
+  }
+  CHECK(e.find("fp8_gemm: expected CUDA tensors, got cpu: f8_e4m3 [32, 48] x f8_e4m3 [16, 48]^T -> f32 [32, 16]") !=
+        std::string::npos);
+  e.clear();
+  try {
+    cuda::fp8_quantize(a, empty({32, 48}), 1.0f, one);
+  } catch (const Error& err) {
+    e = err.what();
+  }
+  CHECK(e.find("fp8_quantize: expected a CUDA tensor, got cpu") != std::string::npos);
+  if (!cuda::is_available()) {
+    // No device: asking for the FP8 GEMM says the device is missing rather than guessing its capability.
+    e.clear();
+    try {
+      cuda::check_fp8_gemm_device("fp8 recipe", Device::cuda(0));
+    } catch (const Error& err) {
+      e = err.what();
+    }
+    CHECK(e.find("fp8 recipe") != std::string::npos);
+    CHECK(e.find("cuda:0") != std::string::npos);
+  }
 }
