@@ -50,6 +50,8 @@
 #include "runtime/precision/half_precision.h"
 #include "runtime/precision/loss_scaler.h"
 #include "runtime/precision/precision.h"
+#include "runtime/llmc/token_loader.h"
+#include "runtime/llmc/token_shard.h"
 #include "runtime/notebook_launcher.h"
 #include "runtime/process_state.h"
 #include "runtime/progress_bar.h"
