@@ -143,10 +143,10 @@ TEST_CASE("accel env and accel test take --config_file") {
   r = run(fmt::format("{} env --config_file {}", kAccel, kFixtures + "/accelerate/multi_gpu.yaml"));
   CHECK(contains(r.output, "  (valid: an Accelerate config; ignored: downcast_bf16, enable_cpu_affinity, gpu_ids, "));
   // The self-test's Accelerator reads the file given: a bad value fails it, naming the file and line.
-  const std::string bad = dir.write("bad.yaml", "mixed_precision: fp8\n");
+  const std::string bad = dir.write("bad.yaml", "mixed_precision: fp4\n");
   r = run(fmt::format("{} test --config_file {}", kAccel, bad), 120);
   CHECK(r.status == 1);
-  CHECK(contains(r.output, fmt::format("{}:1: mixed_precision must be one of no, fp16, bf16, got 'fp8'", bad)));
+  CHECK(contains(r.output, fmt::format("{}:1: mixed_precision must be one of no, fp16, bf16, fp8, got 'fp4'", bad)));
   r = run(fmt::format("{} test --config_file /nonexistent/x.yaml", kAccel));
   CHECK(r.status == 1);
   CHECK(r.output == "accel test: --config_file /nonexistent/x.yaml: no such file\n");

@@ -185,8 +185,8 @@ TEST_CASE("Accelerate files: FSDP2's reshard flag, a block of another distribute
   // Accel's own checks and lines apply to the values read.
   CHECK_THROWS_WITH_AS(parse_config("distributed_type: NO\n\nnum_processes: 0\n", "a.yaml"),
                        "a.yaml:3: num_processes must be an integer >= 1, got '0'", Error);
-  CHECK_THROWS_WITH_AS(parse_config("distributed_type: NO\nmixed_precision: fp8\n", "a.yaml"),
-                       "a.yaml:2: mixed_precision must be one of no, fp16, bf16, got 'fp8'", Error);
+  CHECK_THROWS_WITH_AS(parse_config("distributed_type: NO\nmixed_precision: fp4\n", "a.yaml"),
+                       "a.yaml:2: mixed_precision must be one of no, fp16, bf16, fp8, got 'fp4'", Error);
   CHECK_THROWS_WITH_AS(parse_config("distributed_type: FSDP\nfsdp_config:\n  fsdp_sharding_strategy: 7\n", "a.yaml"),
                        doctest::Contains("a.yaml:3: fsdp_config.fsdp_sharding_strategy must be FULL_SHARD"), Error);
   // accel's own format stays strict: an Accelerate key without the markers is an unknown key.
