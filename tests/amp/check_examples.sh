@@ -54,6 +54,13 @@ echo "$acc8 $acc_bf16" | awk '{ d = $1 - $2; if (d < 0) d = -d;
   if (d > 0.01) { printf "FAILED: fp8 accuracy %s is more than 1 point from bf16 %s\n", $1, $2; exit 1 } }'
 echo "$loss8 $loss_bf16" | awk '{ d = $1 - $2; if (d < 0) d = -d;
   if (d > 0.03 * $2) { printf "FAILED: fp8 held-out loss %s is more than 3%% from bf16 %s\n", $1, $2; exit 1 } }'
+launched8=$("$accel" launch --mixed_precision fp8 --fp8_amax_history_len 16 -n 2 "$examples/mlp_classifier" $mlp_opts 2>&1) ||
+  fail "accel launch fp8: $launched8"
+[ "$(count "fp8 Linears: HYBRID, margin 0, amax max over 16 steps, first/last Linear in bf16\$" "$launched8")" = 1 ] ||
+  fail "accel launch --mixed_precision fp8 did not print its recipe once: $launched8"
+acc8_2=$(final "$launched8" accuracy)
+echo "accel launch --mixed_precision fp8 -n 2: accuracy $acc8_2"
+echo "$acc8_2" | awk '{ if (!($1 >= 0.9)) { printf "FAILED: 2-rank fp8 accuracy %s below 0.9\n", $1; exit 1 } }'
 
 # accel launch end to end: 2 ranks in bf16, one policy line, the final accuracy near f32's.
 launched=$("$accel" launch --mixed_precision bf16 -n 2 "$examples/mlp_classifier" $mlp_opts 2>&1) ||
