@@ -52,7 +52,8 @@ int optimizer_bytes(const std::string& optimizer) {
 
 MixedPrecision precision_of(const std::string& name) {
   const std::optional<MixedPrecision> p = value_in(kMixedPrecisionNames, name);
-  if (!p) throw Error(fmt::format("accel estimate-memory: --mixed_precision '{}' is not one of no, bf16, fp16, fp8", name));
+  if (!p)
+    throw Error(fmt::format("accel estimate-memory: --mixed_precision '{}' is not one of no, bf16, fp16, fp8", name));
   return *p;
 }
 
@@ -139,7 +140,8 @@ int EstimateMemoryCommand::run(std::ostream& out) const {
   out << "\nWhat accel holds: f32 master weights, f32 gradients and f32 optimizer state at every precision; under "
          "bf16 and fp16 also a 16-bit copy of every parameter for the matmuls (2 bytes each, whole on every rank, "
          "at every stage); fp8 counts the same 16-bit copies as an upper bound (the Linears it runs in FP8 quantise "
-         "their weights in each forward and keep no copy; its amax histories, 12 KiB per Linear, are not counted). ZeRO's paper counts 16-bit weights and gradients with f32 masters in the optimizer "
+         "their weights in each forward and keep no copy; its amax histories, 12 KiB per Linear, are not counted). "
+         "ZeRO's paper counts 16-bit weights and gradients with f32 masters in the optimizer "
          "state instead (2+2+12 bytes per parameter with Adam). zero1's gradients include the averaged slice "
          "(4 bytes per parameter / N) it keeps beside the full grads. Not counted: activations, buffers, "
          "communication buckets, and each unit's padding to a multiple of the process count.\n";

@@ -189,6 +189,14 @@ TEST_CASE("accel estimate-memory prints the per-rank bytes by strategy, precisio
                       kFixtures + "/multi.safetensors"));
   CHECK(r.status == 0);
   CHECK(contains(r.output, "tensors in the safetensors file"));
+  // fp8 is accepted, with bf16's 16-bit copies as its bound; a word that is no precision is refused.
+  r = run(fmt::format("{} estimate-memory --model gpt2-124M --strategy zero3 --mixed_precision fp8 -n 8 --bytes", kAccel));
+  CHECK(r.status == 0);
+  CHECK(contains(r.output, "mixed_precision fp8 (per rank)"));
+  CHECK(contains(r.output, "248879616"));
+  r = run(fmt::format("{} estimate-memory --model gpt2-124M --mixed_precision fp4", kAccel));
+  CHECK(r.status == 1);
+  CHECK(contains(r.output, "--mixed_precision 'fp4' is not one of no, bf16, fp16, fp8"));
   r = run(fmt::format("{} estimate-memory --model gpt3", kAccel));
   CHECK(r.status == 1);
   CHECK(contains(r.output, "--model 'gpt3' is neither a known model"));

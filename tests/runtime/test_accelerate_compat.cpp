@@ -221,6 +221,8 @@ TEST_CASE("estimate_memory: ZeRO's formulas for f32 Adam, and what accel holds b
   CHECK(m.weight_copies == 248'879'616);
   CHECK(m.total() == 497'759'232);
   CHECK(estimate_memory(psi, 0, 1, MixedPrecision::fp16).total() == 2'239'916'544);  // 18 Ψ
+  // fp8 is accepted and counted as bf16: the 2Ψ of copies bound what its bf16 Linears and the rest use.
+  CHECK(estimate_memory(psi, 3, 8, MixedPrecision::fp8).weight_copies == 248'879'616);
   CHECK(estimate_memory(psi, 0, 1, MixedPrecision::no, 4).optimizer_state == 497'759'232);  // SGD momentum
   m = estimate_memory(10, 3, 4, MixedPrecision::no);  // a shard is ceil(10 / 4) = 3 elements
   CHECK(m.parameters == 12);
