@@ -47,6 +47,7 @@
 #include "runtime/checkpoint_io.h"
 #include "runtime/checkpoint/preemption.h"
 #include "runtime/precision/fp16_precision.h"
+#include "runtime/precision/fp8_precision.h"
 #include "runtime/precision/half_precision.h"
 #include "runtime/precision/loss_scaler.h"
 #include "runtime/precision/precision.h"

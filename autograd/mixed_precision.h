@@ -1,5 +1,5 @@
 // The precision settings users choose, as typed values with one name table each: mixed_precision
-// (no, fp16, bf16; fp8 is known and not offered yet) and grad_comm_dtype (f32, compute, f16, bf16).
+// (no, fp16, bf16, fp8) and grad_comm_dtype (f32, compute, f16, bf16).
 #pragma once
 
 #include <array>
@@ -19,7 +19,7 @@ inline constexpr std::array<NamedValue<MixedPrecision>, 4> kMixedPrecisionNames{
     {MixedPrecision::no, "no"},
     {MixedPrecision::fp16, "fp16"},
     {MixedPrecision::bf16, "bf16"},
-    {MixedPrecision::fp8, "fp8", false},  // its recipe is not built yet
+    {MixedPrecision::fp8, "fp8"},
 }};
 
 // The dtype gradients are all-reduced in: f32, the compute dtype, or f16/bf16 (which must then be the

@@ -13,6 +13,7 @@ PrecisionPolicy PrecisionPolicy::from_settings(MixedPrecision mixed_precision, G
     case MixedPrecision::no: break;
     case MixedPrecision::fp16: p.compute = DType::f16; break;
     case MixedPrecision::bf16: p.compute = DType::bf16; break;
+    case MixedPrecision::fp8: p.compute = DType::bf16; break;  // around the FP8 Linears: Fp8Precision
     default:
       throw Error(fmt::format("PrecisionPolicy: mixed_precision '{}' is not valid; expected {}", name_of(mixed_precision),
                               available_choices(kMixedPrecisionNames)));

@@ -15,7 +15,8 @@ struct PrecisionPolicy {
   DType reduction = DType::f32;  // norms, softmax, losses, long sums
   DType grad_comm = DType::f32;  // the dtype gradients are all-reduced in
 
-  // The policy of a mixed_precision setting (no, fp16 or bf16; fp8 has no policy yet) with grad_comm
+  // The policy of a mixed_precision setting (no, fp16, bf16, or fp8, whose compute outside its FP8
+  // Linears is bf16) with grad_comm
   // f32 (the default), compute (the compute dtype) or a dtype that must then be the compute dtype.
   // Throws, naming both settings, when they contradict each other (mixed_precision=bf16 with f16).
   static PrecisionPolicy from_settings(MixedPrecision mixed_precision, GradCommDType grad_comm = GradCommDType::f32);

@@ -24,6 +24,8 @@ Linear::Linear(int64_t in_features, int64_t out_features, bool bias, Generator& 
   }
 }
 
-Tensor Linear::forward_impl(const Tensor& x) { return accel::linear(x, weight_, bias_); }
+Tensor Linear::forward_impl(const Tensor& x) {
+  return forward_ ? forward_(x, weight_, bias_) : accel::linear(x, weight_, bias_);
+}
 
 }  // namespace accel::nn

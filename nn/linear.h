@@ -1,6 +1,8 @@
 // nn::Linear: y = x W^T + b over the last dim, with PyTorch's default initialisation.
 #pragma once
 
+#include <functional>
+
 #include "nn/module.h"
 #include "tensor/generator.h"
 
@@ -19,12 +21,19 @@ class Linear : public Module {
   const Tensor& weight() const { return weight_; }
   const Tensor& bias() const { return bias_; }  // undefined without bias
 
+  // What forward computes from (x, weight, bias) in place of accel::linear: a recipe above nn (FP8's
+  // scaled Linear) swaps the product without nn knowing it. An empty function restores accel::linear.
+  using ForwardFn = std::function<Tensor(const Tensor& x, const Tensor& weight, const Tensor& bias)>;
+  void set_forward(ForwardFn forward) { forward_ = std::move(forward); }
+  bool has_custom_forward() const { return static_cast<bool>(forward_); }
+
  protected:
   Tensor forward_impl(const Tensor& x) override;  // [..., in] -> [..., out]
 
  private:
   int64_t in_features_, out_features_;
   Tensor weight_, bias_;
+  ForwardFn forward_;
 };
 
 }  // namespace accel::nn

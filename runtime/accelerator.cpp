@@ -74,7 +74,7 @@ Accelerator::Accelerator(AcceleratorOptions options)
 }
 
 void Accelerator::build_training_parts() {
-  precision_ = make_precision(settings_, loss_scaler_options_, env_->comm());
+  precision_ = make_precision(settings_, loss_scaler_options_, env_->comm(), env_->device());
   strategy_ = make_strategy(*env_, settings_, precision_->policy());
   training_step_ = std::make_shared<TrainingStep>(accumulation_, *precision_, *strategy_, scheduler_stepping_);
   parts_ = TrainingParts{};

@@ -117,6 +117,11 @@ const std::map<std::string, Setter>& setters() {
       {"sanity_check", [](ConfigFile& c, const std::string& s, const YAML::Node& v) {
          c.sanity_check = as_bool(s, "sanity_check", v);
        }},
+      {"fp8_format", [](ConfigFile& c, const std::string& s, const YAML::Node& v) { c.fp8_format = as_named(s, "fp8_format", v, fp8::kFormatNames); }},
+      {"fp8_margin", [](ConfigFile& c, const std::string& s, const YAML::Node& v) { c.fp8_margin = as_int(s, "fp8_margin", v, 0, 64); }},
+      {"fp8_amax_history_len", [](ConfigFile& c, const std::string& s, const YAML::Node& v) { c.fp8_amax_history_len = as_int(s, "fp8_amax_history_len", v, 1, 1 << 24); }},
+      {"fp8_amax_compute_algo", [](ConfigFile& c, const std::string& s, const YAML::Node& v) { c.fp8_amax_compute_algo = as_named(s, "fp8_amax_compute_algo", v, fp8::kAmaxAlgorithmNames); }},
+      {"fp8_include_first_last", [](ConfigFile& c, const std::string& s, const YAML::Node& v) { c.fp8_include_first_last = as_bool(s, "fp8_include_first_last", v); }},
   };
   return table;
 }
@@ -230,7 +235,7 @@ std::string to_yaml(const ConfigFile& c) {
       "main_process_port: {}\n"
       "# An Open MPI hostfile (one 'host slots=N' per line); takes the place of the machine flags.\n"
       "hostfile: {}\n"
-      "# no, fp16 (with a dynamic loss scaler) or bf16.\n"
+      "# no, fp16 (with a dynamic loss scaler), bf16 or fp8 (delayed scaling: docs/mixed_precision.md).\n"
       "mixed_precision: {}\n"
       "gradient_accumulation_steps: {}\n"
       "# Train on the CPU even when GPUs are present.\n"
@@ -247,11 +252,20 @@ std::string to_yaml(const ConfigFile& c) {
       "# Debug mode: extra checks that cost time (every rank calls the same collective with matching shapes).\n"
       "debug: {}\n"
       "# Seconds a collective may wait for the other ranks before the job ends with a stall report.\n"
-      "timeout: {}\n",
+      "timeout: {}\n"
+      "# fp8's recipe: format HYBRID or E4M3, scale margin, amax history steps, amax max or most_recent, and\n"
+      "# whether the model's first and last Linear run in fp8 too.\n"
+      "fp8_format: {}\n"
+      "fp8_margin: {}\n"
+      "fp8_amax_history_len: {}\n"
+      "fp8_amax_compute_algo: {}\n"
+      "fp8_include_first_last: {}\n",
       c.environment, c.num_machines, c.num_processes, c.machine_rank, yaml_quoted(c.main_process_ip),
       c.main_process_port, yaml_quoted(c.hostfile), name_of(c.mixed_precision), c.gradient_accumulation_steps,
       c.use_cpu ? "true" : "false", name_of(c.backend), c.zero_stage, yaml_quoted(c.fsdp_sharding_strategy),
-      fmt::join(c.log_with, ", "), c.sanity_check ? "true" : "false", c.debug ? "true" : "false", c.timeout);
+      fmt::join(c.log_with, ", "), c.sanity_check ? "true" : "false", c.debug ? "true" : "false", c.timeout,
+      name_in(fp8::kFormatNames, c.fp8_format), c.fp8_margin, c.fp8_amax_history_len,
+      name_in(fp8::kAmaxAlgorithmNames, c.fp8_amax_compute_algo), c.fp8_include_first_last ? "true" : "false");
 }
 
 std::string ignored_keys_text(const ConfigFile& config) {

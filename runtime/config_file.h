@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "autograd/fp8/delayed_scaling.h"
 #include "autograd/mixed_precision.h"
 #include "runtime/backend.h"
 
@@ -56,6 +57,12 @@ struct ConfigFile {
   int timeout = kDefaultTimeoutSeconds;
   // The first-step sanity report (key `sanity_check`); ACCEL_CHECK for the ranks.
   bool sanity_check = false;
+  // mixed_precision fp8's recipe (ACCEL_FP8_* for the ranks): Transformer Engine's defaults.
+  fp8::Format fp8_format = fp8::Format::hybrid;
+  int fp8_margin = 0;
+  int fp8_amax_history_len = 1024;
+  fp8::AmaxAlgorithm fp8_amax_compute_algo = fp8::AmaxAlgorithm::max;
+  bool fp8_include_first_last = false;
 
   // Where the values came from (not a value: two configs with the same values are equal).
   ConfigFileOrigin origin;

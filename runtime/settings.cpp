@@ -216,6 +216,62 @@ void resolve_trackers(const AcceleratorOptions& o, const Env& env, const std::op
     if (choice.tracker()) s.user_trackers.push_back(choice.tracker()->name());
 }
 
+std::optional<int> parse_non_negative_int(const std::string& s) {
+  if (s == "0") return 0;
+  return parse_positive_int(s);
+}
+
+// Each field from the recipe in code (whole), else its ACCEL_FP8_* variable, the config file, TE's default.
+void resolve_fp8(const AcceleratorOptions& o, const Env& env, const std::optional<ConfigFile>& file,
+                 EffectiveSettings& s) {
+  const fp8::RecipeOptions defaults;
+  const std::optional<fp8::RecipeOptions>& code = o.fp8_recipe;
+  auto text = [&](auto field) -> std::optional<std::string> {
+    return code ? std::optional<std::string>(field(*code)) : std::nullopt;
+  };
+  auto in_file = [&](auto field) -> std::optional<std::string> {
+    return file ? std::optional<std::string>(field(*file)) : std::nullopt;
+  };
+  auto word = [](bool b) { return std::string(b ? "true" : "false"); };
+  using Recipe = fp8::RecipeOptions;
+  Fp8RecipeSettings& f = s.fp8;
+  f.from_code = code.has_value();
+  f.margin = resolve<int>({"fp8 margin", "ACCEL_FP8_MARGIN", text([](const Recipe& r) { return std::to_string(r.margin); }),
+                           in_file([](const ConfigFile& c) { return std::to_string(c.fp8_margin); }),
+                           std::to_string(defaults.margin), parse_non_negative_int, "an integer >= 0"},
+                          env);
+  f.amax_history_len = resolve<int>(
+      {"fp8 amax_history_len", "ACCEL_FP8_AMAX_HISTORY_LEN",
+       text([](const Recipe& r) { return std::to_string(r.amax_history_len); }),
+       in_file([](const ConfigFile& c) { return std::to_string(c.fp8_amax_history_len); }),
+       std::to_string(defaults.amax_history_len), parse_positive_int, "an integer >= 1 (steps of amax kept)"},
+      env);
+  f.amax_compute_algo = resolve<fp8::AmaxAlgorithm>(
+      {"fp8 amax_compute_algo", "ACCEL_FP8_AMAX_COMPUTE_ALGO",
+       text([](const Recipe& r) { return std::string(name_in(fp8::kAmaxAlgorithmNames, r.amax_compute_algo)); }),
+       in_file([](const ConfigFile& c) { return std::string(name_in(fp8::kAmaxAlgorithmNames, c.fp8_amax_compute_algo)); }),
+       name_in(fp8::kAmaxAlgorithmNames, defaults.amax_compute_algo), choice_of(fp8::kAmaxAlgorithmNames),
+       available_choices(fp8::kAmaxAlgorithmNames)},
+      env);
+  f.format = resolve<fp8::Format>(
+      {"fp8 format", "ACCEL_FP8_FORMAT",
+       text([](const Recipe& r) { return std::string(name_in(fp8::kFormatNames, r.format)); }),
+       in_file([](const ConfigFile& c) { return std::string(name_in(fp8::kFormatNames, c.fp8_format)); }),
+       name_in(fp8::kFormatNames, defaults.format), choice_of(fp8::kFormatNames), available_choices(fp8::kFormatNames)},
+      env);
+  f.include_first_last = resolve<bool>(
+      {"fp8 include_first_last", "ACCEL_FP8_INCLUDE_FIRST_LAST",
+       text([&](const Recipe& r) { return word(r.include_first_last); }),
+       in_file([&](const ConfigFile& c) { return word(c.fp8_include_first_last); }), word(defaults.include_first_last),
+       parse_switch, "1, 0, true or false"},
+      env);
+  // Not a config file key: whether this run may emulate FP8 on the GPU it got.
+  f.allow_emulation = resolve<bool>({"fp8 allow_emulation", "ACCEL_FP8_EMULATION",
+                                     text([&](const Recipe& r) { return word(r.allow_emulation); }), std::nullopt,
+                                     word(defaults.allow_emulation), parse_switch, "1, 0, true or false"},
+                                    env);
+}
+
 // ", log_with=jsonl,mine (code)", or nothing when no tracker is asked for.
 std::string describe_trackers(const EffectiveSettings& s) {
   std::vector<std::string> names = s.log_with.value;
@@ -227,10 +283,28 @@ std::string describe_trackers(const EffectiveSettings& s) {
 
 }  // namespace
 
+fp8::RecipeOptions Fp8RecipeSettings::recipe() const {
+  return {.margin = margin.value,
+          .amax_history_len = amax_history_len.value,
+          .amax_compute_algo = amax_compute_algo.value,
+          .format = format.value,
+          .include_first_last = include_first_last.value,
+          .allow_emulation = allow_emulation.value};
+}
+
+std::string Fp8RecipeSettings::describe() const {
+  std::vector<std::string> sources;
+  for (const std::string* source : {&margin.source, &amax_history_len.source, &amax_compute_algo.source,
+                                    &format.source, &include_first_last.source, &allow_emulation.source})
+    if (std::find(sources.begin(), sources.end(), *source) == sources.end()) sources.push_back(*source);
+  return fmt::format("{}{} ({})", recipe().describe(), allow_emulation.value ? ", emulation allowed" : "",
+                     fmt::join(sources, ", "));
+}
+
 std::string EffectiveSettings::describe() const {
   return fmt::format(
       "mixed_precision={} ({}), grad_comm_dtype={} ({}), cpu={} ({}), gradient_accumulation_steps={} ({}), "
-      "backend={} ({}), bucket_cap_mb={} ({}), timeout={}s ({}){}{}{}{}{}{}{}",
+      "backend={} ({}), bucket_cap_mb={} ({}), timeout={}s ({}){}{}{}{}{}{}{}{}",
       name_of(mixed_precision.value), mixed_precision.source, name_of(grad_comm_dtype.value), grad_comm_dtype.source,
       cpu.value, cpu.source, gradient_accumulation_steps.value, gradient_accumulation_steps.source,
       name_of(backend.value), backend.source, bucket_cap_mb.value, bucket_cap_mb.source, timeout.value, timeout.source,
@@ -241,6 +315,7 @@ std::string EffectiveSettings::describe() const {
       debug.value ? fmt::format(", debug=true ({})", debug.source) : "",
       check.value ? fmt::format(", check=true ({})", check.source) : "",
       trace_dir.value.empty() ? "" : fmt::format(", trace={} ({})", trace_dir.value, trace_dir.source),
+      mixed_precision.value == MixedPrecision::fp8 ? fmt::format(", fp8_recipe={}", fp8.describe()) : "",
       zero_stage.value == 0 ? "" : fmt::format(", zero_stage={} ({})", zero_stage.value, zero_stage.source),
       describe_trackers(*this),
       config_path.empty() ? "" : fmt::format(", config file {}", config_path));
@@ -311,6 +386,7 @@ EffectiveSettings resolve_settings(const AcceleratorOptions& o, const Env& env) 
       {"trace_dir", "ACCEL_TRACE", o.trace_dir, std::nullopt, "",
        [](const std::string& dir) { return std::optional<std::string>(dir); }, "a directory"},
       env);
+  resolve_fp8(o, env, file, s);
   resolve_sharding(o, env, file, s);
   resolve_trackers(o, env, file, s);
   s.cpu_threads = {omp_get_max_threads(),

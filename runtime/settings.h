@@ -8,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+#include "autograd/fp8/delayed_scaling.h"
 #include "autograd/mixed_precision.h"
 #include "runtime/backend.h"
 #include "runtime/precision/loss_scaler.h"
@@ -43,13 +44,20 @@ struct ProjectConfiguration {
 // Settings given in code. Each one left empty falls back to its ACCEL_* environment variable (set by
 // `accel launch`), then to the config file, then to the default.
 struct AcceleratorOptions {
-  std::optional<Choice<MixedPrecision>> mixed_precision;  // no, fp16 or bf16   (ACCEL_MIXED_PRECISION)
+  std::optional<Choice<MixedPrecision>> mixed_precision;  // no, fp16, bf16 or fp8   (ACCEL_MIXED_PRECISION)
   // The dtype gradients are all-reduced in: "f32" (default), "compute" (the mixed_precision dtype), or
   // "f16"/"bf16", which must then be the compute dtype (ACCEL_GRAD_COMM_DTYPE).
   std::optional<Choice<GradCommDType>> grad_comm_dtype;
   // The dynamic loss scaler's settings; fp16 only (bf16 needs no scaling, and giving these with bf16
   // or no is rejected). Unset with fp16: the defaults (2^16, x2 after 2000 clean steps, x0.5).
   std::optional<LossScalerOptions> loss_scaler;
+  // mixed_precision fp8's recipe (Accelerate's FP8RecipeKwargs): margin, amax history length and
+  // algorithm, format, whether the first and last Linear run in fp8 too, and emulation on a GPU older
+  // than sm_89. Given in code it is used whole; unset, each field comes from ACCEL_FP8_MARGIN,
+  // ACCEL_FP8_AMAX_HISTORY_LEN, ACCEL_FP8_AMAX_COMPUTE_ALGO, ACCEL_FP8_FORMAT, ACCEL_FP8_INCLUDE_FIRST_LAST
+  // and ACCEL_FP8_EMULATION, then the config file's fp8_* keys, then Transformer Engine's defaults.
+  // fp8 only: giving it with another mixed_precision is rejected.
+  std::optional<fp8::RecipeOptions> fp8_recipe;
   std::optional<bool> cpu;                         // train on the CPU even with GPUs   (ACCEL_USE_CPU)
   std::optional<int> gradient_accumulation_steps;  // (ACCEL_GRADIENT_ACCUMULATION_STEPS)
   std::optional<std::string> config_file;          // (ACCEL_CONFIG_FILE, else the default path)
@@ -117,6 +125,22 @@ struct Setting {
   std::string source;
 };
 
+// The fp8 recipe's fields, each with its source; read whatever mixed_precision is, used by fp8 only.
+struct Fp8RecipeSettings {
+  Setting<int> margin;
+  Setting<int> amax_history_len;
+  Setting<fp8::AmaxAlgorithm> amax_compute_algo;
+  Setting<fp8::Format> format;
+  Setting<bool> include_first_last;
+  Setting<bool> allow_emulation;
+  bool from_code = false;  // AcceleratorOptions::fp8_recipe was given
+
+  fp8::RecipeOptions recipe() const;
+  // The recipe's words and where they came from: "HYBRID, margin 0, ... (default)", the sources listed
+  // once each, in field order.
+  std::string describe() const;
+};
+
 struct EffectiveSettings {
   Setting<MixedPrecision> mixed_precision;
   Setting<GradCommDType> grad_comm_dtype;
@@ -129,6 +153,7 @@ struct EffectiveSettings {
   Setting<int> timeout;
   Setting<bool> check;
   Setting<std::string> trace_dir;  // "" when off
+  Fp8RecipeSettings fp8;
   // OpenMP threads each op may use here (omp_get_max_threads when the settings were resolved), and
   // where the count came from ("environment OMP_NUM_THREADS" or "OpenMP default"). Not a setting
   // accel resolves: `accel launch` sets OMP_NUM_THREADS, the OpenMP runtime reads it. The start-up

@@ -33,6 +33,9 @@ struct RecipeOptions {
   AmaxAlgorithm amax_compute_algo = AmaxAlgorithm::max;
   Format format = Format::hybrid;
   bool include_first_last = false;      // false: a model's first and last Linear stay in bf16 (as Accelerate)
+  // On a CUDA device older than sm_89 (no FP8 GEMMs): emulate FP8 there instead of refusing. Not part
+  // of the numerics: the CPU path is the emulation itself.
+  bool allow_emulation = false;
 
   // Throws accel::Error naming the field for a history length below 1 or a negative margin.
   void validate() const;

@@ -36,6 +36,17 @@ std::vector<std::pair<std::string, std::string>> settings_environment(const Conf
   if (c.debug) out.emplace_back("ACCEL_DEBUG", "1");
   if (c.timeout != kDefaultTimeoutSeconds) out.emplace_back("ACCEL_TIMEOUT", std::to_string(c.timeout));
   if (c.sanity_check) out.emplace_back("ACCEL_CHECK", "1");
+  // fp8's recipe, where it differs from Transformer Engine's defaults.
+  const fp8::RecipeOptions te;
+  if (c.mixed_precision == MixedPrecision::fp8) {
+    if (c.fp8_format != te.format) out.emplace_back("ACCEL_FP8_FORMAT", name_in(fp8::kFormatNames, c.fp8_format));
+    if (c.fp8_margin != te.margin) out.emplace_back("ACCEL_FP8_MARGIN", std::to_string(c.fp8_margin));
+    if (c.fp8_amax_history_len != te.amax_history_len)
+      out.emplace_back("ACCEL_FP8_AMAX_HISTORY_LEN", std::to_string(c.fp8_amax_history_len));
+    if (c.fp8_amax_compute_algo != te.amax_compute_algo)
+      out.emplace_back("ACCEL_FP8_AMAX_COMPUTE_ALGO", name_in(fp8::kAmaxAlgorithmNames, c.fp8_amax_compute_algo));
+    if (c.fp8_include_first_last) out.emplace_back("ACCEL_FP8_INCLUDE_FIRST_LAST", "1");
+  }
   return out;
 }
 

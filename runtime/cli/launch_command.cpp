@@ -35,6 +35,17 @@ LaunchCommand::LaunchCommand(CLI::App& app) {
       ->check(CLI::PositiveNumber);
   launch_->add_option("--mixed_precision", precision_, available_choices(kMixedPrecisionNames))
       ->check(CLI::IsMember(available_names(kMixedPrecisionNames)));
+  launch_->add_option("--fp8_format", fp8_format_,
+                      "With fp8: " + available_choices(fp8::kFormatNames) + " (default HYBRID)")
+      ->check(CLI::IsMember(available_names(fp8::kFormatNames)));
+  launch_->add_option("--fp8_margin", fp8_margin_, "With fp8: scale = fp8_max / amax / 2^margin (default 0)")
+      ->check(CLI::Range(0, 64));
+  launch_->add_option("--fp8_amax_history_len", fp8_amax_history_len_,
+                      "With fp8: steps of amax kept per tensor (default 1024)")
+      ->check(CLI::Range(1, 1 << 24));
+  launch_->add_option("--fp8_amax_compute_algo", fp8_amax_compute_algo_,
+                      "With fp8: " + available_choices(fp8::kAmaxAlgorithmNames) + " (default max)")
+      ->check(CLI::IsMember(available_names(fp8::kAmaxAlgorithmNames)));
   launch_->add_flag("--cpu", cpu_, "Train on the CPU even when GPUs are present");
   launch_->add_option("--gradient_accumulation_steps", accumulation_, "Micro-batches per optimizer step")
       ->check(CLI::PositiveNumber);
@@ -101,6 +112,11 @@ LaunchRequest LaunchCommand::request(const std::vector<std::string>& after_separ
   if (!main_ip_.empty()) c.main_process_ip = main_ip_;
   if (!hostfile_.empty()) c.hostfile = hostfile_;
   if (!precision_.empty()) c.mixed_precision = *value_in(kMixedPrecisionNames, precision_);
+  if (!fp8_format_.empty()) c.fp8_format = *value_in(fp8::kFormatNames, fp8_format_);
+  if (fp8_margin_ >= 0) c.fp8_margin = fp8_margin_;
+  if (fp8_amax_history_len_ >= 0) c.fp8_amax_history_len = fp8_amax_history_len_;
+  if (!fp8_amax_compute_algo_.empty())
+    c.fp8_amax_compute_algo = *value_in(fp8::kAmaxAlgorithmNames, fp8_amax_compute_algo_);
   if (cpu_) c.use_cpu = true;
   if (accumulation_) c.gradient_accumulation_steps = accumulation_;
   if (debug_) c.debug = true;

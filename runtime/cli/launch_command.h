@@ -32,6 +32,9 @@ class LaunchCommand {
   int num_processes_ = 0, num_machines_ = 0, machine_rank_ = -1, port_ = -1, accumulation_ = 0;
   int cpu_threads_ = 0;
   int timeout_ = 0;  // 0: not given
+  // fp8's recipe, Accelerate's flag names; empty or -1: not given.
+  std::string fp8_format_, fp8_amax_compute_algo_;
+  int fp8_margin_ = -1, fp8_amax_history_len_ = -1;
   double rendezvous_timeout_ = 300;
   bool cpu_ = false, dry_run_ = false, use_deepspeed_ = false, use_fsdp_ = false;
   bool multi_gpu_ = false, module_ = false, quiet_ = false, debug_ = false, check_ = false;

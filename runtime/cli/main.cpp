@@ -59,7 +59,7 @@ void use_config_file(const std::string& command, const std::string& path) {
 }
 
 int run(int argc, char** argv) {
-  CLI::App app{"accel: run one training program on one CPU, many MPI ranks or GPUs, in fp32, fp16 or bf16"};
+  CLI::App app{"accel: run one training program on one CPU, many MPI ranks or GPUs, in fp32, fp16, bf16 or fp8"};
   app.require_subcommand(1);
 
   accel::ConfigCommand config(app);  // accel config [default|update]

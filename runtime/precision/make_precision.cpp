@@ -4,12 +4,14 @@
 #include <fmt/format.h>
 
 #include "runtime/precision/fp16_precision.h"
+#include "runtime/precision/fp8_precision.h"
 #include "runtime/precision/half_precision.h"
 
 namespace accel {
 
 std::unique_ptr<Precision> make_precision(const EffectiveSettings& settings,
-                                          const std::optional<LossScalerOptions>& loss_scaler, Communicator* comm) {
+                                          const std::optional<LossScalerOptions>& loss_scaler, Communicator* comm,
+                                          Device device) {
   const Setting<MixedPrecision>& mp = settings.mixed_precision;
   const Setting<GradCommDType>& comm_dtype = settings.grad_comm_dtype;
   PrecisionPolicy policy;
@@ -23,6 +25,14 @@ std::unique_ptr<Precision> make_precision(const EffectiveSettings& settings,
     throw Error(fmt::format("Accelerator: loss_scaler options (from code) conflict with mixed_precision={} (from {}): "
                             "only fp16 uses a loss scaler; drop the loss_scaler options or use fp16",
                             name_of(mp.value), mp.source));
+  if (settings.fp8.from_code && mp.value != MixedPrecision::fp8)
+    throw Error(fmt::format("Accelerator: fp8_recipe options (from code) conflict with mixed_precision={} (from {}): "
+                            "only fp8 uses them; drop the fp8_recipe options or use fp8",
+                            name_of(mp.value), mp.source));
+  if (mp.value == MixedPrecision::fp8) {
+    check_fp8_device(device, settings.fp8.allow_emulation.value);
+    return std::make_unique<Fp8Precision>(policy, settings.fp8.recipe(), comm);
+  }
   if (mp.value == MixedPrecision::fp16) return std::make_unique<Fp16Precision>(policy, loss_scaler.value_or(LossScalerOptions{}), comm);
   if (mp.value == MixedPrecision::bf16) return std::make_unique<HalfPrecision>(policy);
   return std::make_unique<FullPrecision>();

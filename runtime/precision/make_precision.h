@@ -11,10 +11,12 @@
 
 namespace accel {
 
-// mixed_precision and grad_comm_dtype from settings; loss_scaler (given in code) only with fp16. comm
-// agrees on fp16 overflows across ranks (null with one process). Throws naming the settings and
-// where they came from when they contradict each other.
+// mixed_precision and grad_comm_dtype from settings; loss_scaler (given in code) only with fp16, the
+// fp8 recipe given in code only with fp8. comm agrees on fp16 overflows and fp8 amaxes across ranks
+// (null with one process); device is where training runs (fp8 on a GPU needs sm_89+ or emulation).
+// Throws naming the settings and where they came from when they contradict each other.
 std::unique_ptr<Precision> make_precision(const EffectiveSettings& settings,
-                                          const std::optional<LossScalerOptions>& loss_scaler, Communicator* comm);
+                                          const std::optional<LossScalerOptions>& loss_scaler, Communicator* comm,
+                                          Device device = Device::cpu());
 
 }  // namespace accel

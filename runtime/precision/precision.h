@@ -1,7 +1,7 @@
 // Precision: the numeric recipe of training. It owns autocast (the compute dtype of forward and loss,
 // with low-precision copies of the f32 masters), the loss scaling in backward, unscale-and-check
 // before a step, the skip decision all ranks agree on, and its state for checkpoints. FullPrecision,
-// HalfPrecision (bf16) and Fp16Precision are today's recipes; FP8 is one more subclass.
+// HalfPrecision (bf16), Fp16Precision and Fp8Precision (delayed scaling) are the recipes.
 #pragma once
 
 #include <memory>
@@ -25,7 +25,7 @@ class Precision {
   Precision(const Precision&) = delete;
   Precision& operator=(const Precision&) = delete;
 
-  // The mixed_precision setting it implements: "no", "bf16", "fp16".
+  // The mixed_precision setting it implements: "no", "bf16", "fp16", "fp8".
   virtual std::string name() const = 0;
   virtual const PrecisionPolicy& policy() const = 0;
   // One line for the start-up print: the policy and the loss scaling.

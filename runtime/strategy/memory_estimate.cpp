@@ -13,14 +13,14 @@ MemoryEstimate estimate_memory(int64_t parameters, int stage, int ranks, MixedPr
     throw Error(fmt::format("estimate_memory: got {} parameters, stage {}, {} ranks, {} optimizer bytes per "
                             "parameter; expected parameters >= 0, stage 0-3, ranks >= 1, bytes >= 0",
                             parameters, stage, ranks, optimizer_state_bytes_per_parameter));
-  if (precision == MixedPrecision::fp8)
-    throw Error("estimate_memory: mixed_precision fp8 is not built; expected no, fp16 or bf16");
   const int64_t shard = (parameters + ranks - 1) / ranks;  // elements of one rank's slice
   MemoryEstimate m;
   m.parameters = 4 * (stage == 3 ? shard : parameters);
   m.gradients = 4 * (stage >= 2 ? shard : parameters);
   m.optimizer_state = int64_t{optimizer_state_bytes_per_parameter} * (stage >= 1 ? shard : parameters);
-  // HalfPrecision's WeightCopies: one 16-bit tensor per master, cached from the first forward on.
+  // HalfPrecision's WeightCopies: one 16-bit tensor per master, cached from the first forward on. Under
+  // fp8 the same bound: its FP8 Linears quantise their weights anew in each forward and keep no copy,
+  // so their bf16 copies are never made, but which parameters those are needs the model, not a count.
   m.weight_copies = precision == MixedPrecision::no ? 0 : 2 * parameters;
   return m;
 }

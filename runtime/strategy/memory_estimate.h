@@ -1,7 +1,8 @@
 // The bytes one rank holds for parameters, gradients and optimizer state under plain data parallel
 // (stage 0) and ZeRO stages 1-3: ZeRO's f32 formulas with Adam (16Ψ; 4Ψ + 4Ψ + 8Ψ/N; 4Ψ + 12Ψ/N;
-// 16Ψ/N), plus what accel keeps besides (16-bit weight copies under bf16 and fp16). bench/zero_memory
-// sets its measurements against the formula, and `accel estimate-memory` prints what accel holds.
+// 16Ψ/N), plus what accel keeps besides (16-bit weight copies under bf16, fp16 and fp8).
+// bench/zero_memory sets its measurements against the formula, and `accel estimate-memory` prints
+// what accel holds.
 #pragma once
 
 #include <cstdint>
@@ -16,7 +17,7 @@ struct MemoryEstimate {
   int64_t gradients = 0;        // f32, as the masters' (stages 2 and 3: this rank's shard)
   int64_t optimizer_state = 0;  // f32 (stages 1-3: this rank's shard)
   // What accel holds beyond the formula:
-  // bf16/fp16 only: the 16-bit copy of every parameter that autocast computes with. accel keeps
+  // bf16/fp16 (and fp8, as a bound): the 16-bit copy of every parameter that autocast computes with. accel keeps
   // them next to the f32 masters, whole on every rank at every stage (they are not sharded).
   int64_t weight_copies = 0;
   int64_t formula_total() const { return parameters + gradients + optimizer_state; }

@@ -300,9 +300,9 @@ TEST_CASE("contradictory precision settings fail with a message naming them") {
   o.loss_scaler = LossScalerOptions{.backoff_factor = 1.5};
   CHECK(error_of([&] { Accelerator a(o); }) == "LossScaler: backoff_factor must be in (0, 1), got 1.5");
   o.loss_scaler = std::nullopt;
-  o.mixed_precision = "fp8";
+  o.mixed_precision = "fp4";
   CHECK(error_of([&] { Accelerator a(o); }) ==
-        "Accelerator: mixed_precision 'fp8' from code is not valid; expected no, fp16 or bf16");
+        "Accelerator: mixed_precision 'fp4' from code is not valid; expected no, fp16, bf16 or fp8");
 }
 
 TEST_CASE("fp16 with gradient accumulation: the scaler acts once per window, and clip waits for the last micro-step") {

@@ -164,18 +164,18 @@ TEST_CASE("a bad config file is refused with a message naming the key and the li
   CHECK(r.status == 1);
   CHECK(contains(r.output, fmt::format("{}:2: unknown key 'mixed_precison' (known keys: backend, debug, environment, ", unknown)));
 
-  const std::string bad_value = dir.write("value.yaml", "num_processes: 2\n\nmixed_precision: fp8\n");
+  const std::string bad_value = dir.write("value.yaml", "num_processes: 2\n\nmixed_precision: fp4\n");
   r = run(fmt::format("ACCEL_CONFIG_FILE={} {} launch --dry-run prog", bad_value, kAccel));
   INFO(r.output);
   CHECK(r.status == 1);
-  CHECK(r.output == fmt::format("{}:3: mixed_precision must be one of no, fp16, bf16, got 'fp8'\n", bad_value));
+  CHECK(r.output == fmt::format("{}:3: mixed_precision must be one of no, fp16, bf16, fp8, got 'fp4'\n", bad_value));
 
   // The Accelerator reads the same file: `accel test` fails naming the check and the line.
   r = run(fmt::format("ACCEL_CONFIG_FILE={} {} test", bad_value, kAccel));
   INFO(r.output);
   CHECK(r.status == 1);
   CHECK(contains(r.output, fmt::format("accel test: rank 0: Accelerator under the launch settings: threw: {}:3: "
-                                       "mixed_precision must be one of no, fp16, bf16, got 'fp8'\n",
+                                       "mixed_precision must be one of no, fp16, bf16, fp8, got 'fp4'\n",
                                        bad_value)));
   CHECK(lines_starting(r.output, "accel test: FAIL (2 of ").size() == 1);
 }

@@ -143,10 +143,10 @@ TEST_CASE("accel env and accel test take --config_file") {
   r = run(fmt::format("{} env --config_file {}", kAccel, kFixtures + "/accelerate/multi_gpu.yaml"));
   CHECK(contains(r.output, "  (valid: an Accelerate config; ignored: downcast_bf16, enable_cpu_affinity, gpu_ids, "));
   // The self-test's Accelerator reads the file given: a bad value fails it, naming the file and line.
-  const std::string bad = dir.write("bad.yaml", "mixed_precision: fp8\n");
+  const std::string bad = dir.write("bad.yaml", "mixed_precision: fp4\n");
   r = run(fmt::format("{} test --config_file {}", kAccel, bad), 120);
   CHECK(r.status == 1);
-  CHECK(contains(r.output, fmt::format("{}:1: mixed_precision must be one of no, fp16, bf16, got 'fp8'", bad)));
+  CHECK(contains(r.output, fmt::format("{}:1: mixed_precision must be one of no, fp16, bf16, fp8, got 'fp4'", bad)));
   r = run(fmt::format("{} test --config_file /nonexistent/x.yaml", kAccel));
   CHECK(r.status == 1);
   CHECK(r.output == "accel test: --config_file /nonexistent/x.yaml: no such file\n");
@@ -188,6 +188,14 @@ TEST_CASE("accel estimate-memory prints the per-rank bytes by strategy, precisio
                       kFixtures + "/multi.safetensors"));
   CHECK(r.status == 0);
   CHECK(contains(r.output, "tensors in the safetensors file"));
+  // fp8 is accepted, with bf16's 16-bit copies as its bound; a word that is no precision is refused.
+  r = run(fmt::format("{} estimate-memory --model gpt2-124M --strategy zero3 --mixed_precision fp8 -n 8 --bytes", kAccel));
+  CHECK(r.status == 0);
+  CHECK(contains(r.output, "mixed_precision fp8 (per rank)"));
+  CHECK(contains(r.output, "248879616"));
+  r = run(fmt::format("{} estimate-memory --model gpt2-124M --mixed_precision fp4", kAccel));
+  CHECK(r.status == 1);
+  CHECK(contains(r.output, "--mixed_precision 'fp4' is not one of no, bf16, fp16, fp8"));
   r = run(fmt::format("{} estimate-memory --model gpt3", kAccel));
   CHECK(r.status == 1);
   CHECK(contains(r.output, "--model 'gpt3' is neither a known model"));

@@ -80,7 +80,8 @@ TEST_CASE("accel config update writes every current key, keeps the file's values
   std::ofstream(path) << "num_processes: 3\nbackend: ring\nmixed_precision: bf16\n";
   const std::string said = update_config_file(path);
   CHECK(said.rfind(fmt::format("accel config: updated {} (added with defaults: environment, num_machines, ", path), 0) == 0);
-  CHECK(said.find("debug, timeout; the other values kept)") != std::string::npos);
+  CHECK(said.find("debug, timeout, fp8_format, fp8_margin, fp8_amax_history_len, fp8_amax_compute_algo, "
+                  "fp8_include_first_last; the other values kept)") != std::string::npos);
   ConfigFile expected;
   expected.num_processes = 3;
   expected.backend = Backend::ring;

@@ -185,8 +185,8 @@ TEST_CASE("Accelerate files: FSDP2's reshard flag, a block of another distribute
   // Accel's own checks and lines apply to the values read.
   CHECK_THROWS_WITH_AS(parse_config("distributed_type: NO\n\nnum_processes: 0\n", "a.yaml"),
                        "a.yaml:3: num_processes must be an integer >= 1, got '0'", Error);
-  CHECK_THROWS_WITH_AS(parse_config("distributed_type: NO\nmixed_precision: fp8\n", "a.yaml"),
-                       "a.yaml:2: mixed_precision must be one of no, fp16, bf16, got 'fp8'", Error);
+  CHECK_THROWS_WITH_AS(parse_config("distributed_type: NO\nmixed_precision: fp4\n", "a.yaml"),
+                       "a.yaml:2: mixed_precision must be one of no, fp16, bf16, fp8, got 'fp4'", Error);
   CHECK_THROWS_WITH_AS(parse_config("distributed_type: FSDP\nfsdp_config:\n  fsdp_sharding_strategy: 7\n", "a.yaml"),
                        doctest::Contains("a.yaml:3: fsdp_config.fsdp_sharding_strategy must be FULL_SHARD"), Error);
   // accel's own format stays strict: an Accelerate key without the markers is an unknown key.
@@ -219,6 +219,8 @@ TEST_CASE("estimate_memory: ZeRO's formulas for f32 Adam, and what accel holds b
   CHECK(m.weight_copies == 248'879'616);
   CHECK(m.total() == 497'759'232);
   CHECK(estimate_memory(psi, 0, 1, MixedPrecision::fp16).total() == 2'239'916'544);  // 18 Ψ
+  // fp8 is accepted and counted as bf16: the 2Ψ of copies bound what its bf16 Linears and the rest use.
+  CHECK(estimate_memory(psi, 3, 8, MixedPrecision::fp8).weight_copies == 248'879'616);
   CHECK(estimate_memory(psi, 0, 1, MixedPrecision::no, 4).optimizer_state == 497'759'232);  // SGD momentum
   m = estimate_memory(10, 3, 4, MixedPrecision::no);  // a shard is ceil(10 / 4) = 3 elements
   CHECK(m.parameters == 12);

@@ -37,8 +37,8 @@ TEST_CASE("save_config writes where load_config reads") {
 TEST_CASE("an unknown key or a bad value names the key and the line") {
   CHECK_THROWS_WITH_AS(parse_config("num_processes: 2\nmixed_precison: fp16\n", "cfg.yaml"),
                        doctest::Contains("cfg.yaml:2: unknown key 'mixed_precison' (known keys: backend,"), Error);
-  CHECK_THROWS_WITH_AS(parse_config("num_processes: 2\n\nmixed_precision: fp8\n", "cfg.yaml"),
-                       "cfg.yaml:3: mixed_precision must be one of no, fp16, bf16, got 'fp8'", Error);
+  CHECK_THROWS_WITH_AS(parse_config("num_processes: 2\n\nmixed_precision: fp4\n", "cfg.yaml"),
+                       "cfg.yaml:3: mixed_precision must be one of no, fp16, bf16, fp8, got 'fp4'", Error);
   CHECK_THROWS_WITH_AS(parse_config("num_processes: zero\n", "cfg.yaml"),
                        "cfg.yaml:1: num_processes must be an integer >= 1, got 'zero'", Error);
   CHECK_THROWS_WITH_AS(parse_config("use_cpu: maybe\n", "cfg.yaml"), "cfg.yaml:1: use_cpu must be true or false, got 'maybe'", Error);

@@ -25,15 +25,17 @@ TEST_CASE("settings enums keep fixed values, and each table lists every value on
   for (size_t i = 0; i < kGradCommDTypeNames.size(); ++i) CHECK(static_cast<size_t>(kGradCommDTypeNames[i].value) == i);
 }
 
-TEST_CASE("name tables: names both ways, and fp8 is known but not offered yet") {
+TEST_CASE("name tables: names both ways; fp8 is offered, FSDP's HYBRID_SHARD is known but not offered yet") {
   CHECK(std::string(name_of(MixedPrecision::bf16)) == "bf16");
   CHECK(std::string(name_of(Backend::automatic)) == "auto");
   CHECK(value_in(kBackendNames, "ring") == Backend::ring);
   CHECK_FALSE(value_in(kBackendNames, "gloo").has_value());
   CHECK(value_in(kMixedPrecisionNames, "fp8") == MixedPrecision::fp8);
-  CHECK_FALSE(available_in(kMixedPrecisionNames, MixedPrecision::fp8));
-  CHECK(available_names(kMixedPrecisionNames) == std::vector<std::string>{"no", "fp16", "bf16"});
-  CHECK(available_choices(kMixedPrecisionNames) == "no, fp16 or bf16");
+  CHECK(available_in(kMixedPrecisionNames, MixedPrecision::fp8));
+  CHECK(available_names(kMixedPrecisionNames) == std::vector<std::string>{"no", "fp16", "bf16", "fp8"});
+  CHECK(available_choices(kMixedPrecisionNames) == "no, fp16, bf16 or fp8");
+  CHECK(value_in(kShardingStrategyNames, "HYBRID_SHARD") == ShardingStrategy::hybrid_shard);
+  CHECK_FALSE(available_in(kShardingStrategyNames, ShardingStrategy::hybrid_shard));
   CHECK(available_choices(kBackendNames) == "auto, mpi, ring or nccl");
   CHECK(available_choices(kGradCommDTypeNames) == "f32, compute, f16 or bf16");
 }
@@ -63,9 +65,9 @@ TEST_CASE("a choice in code may be the enum or its name; resolved settings are t
         "mixed_precision=bf16 (code), grad_comm_dtype=compute (environment ACCEL_GRAD_COMM_DTYPE), cpu=true "
         "(environment ACCEL_USE_CPU), gradient_accumulation_steps=4 (code), backend=ring (code), bucket_cap_mb=25 "
         "(default), timeout=600s (default)");
-  o.mixed_precision = MixedPrecision::fp8;  // known, not offered: the same message as a misspelling
+  o.mixed_precision = "fp4";  // not a name the table knows
   CHECK_THROWS_WITH_AS(resolve_settings(o, env),
-                       "Accelerator: mixed_precision 'fp8' from code is not valid; expected no, fp16 or bf16", Error);
+                       "Accelerator: mixed_precision 'fp4' from code is not valid; expected no, fp16, bf16 or fp8", Error);
 }
 
 TEST_CASE("the config file reads and writes the typed choices through the same tables") {
@@ -73,8 +75,8 @@ TEST_CASE("the config file reads and writes the typed choices through the same t
   CHECK(c.mixed_precision == MixedPrecision::fp16);
   CHECK(c.backend == Backend::nccl);
   CHECK(parse_config(to_yaml(c), "round trip") == c);
-  CHECK_THROWS_WITH_AS(parse_config("mixed_precision: fp8\n", "test.yaml"),
-                       doctest::Contains("mixed_precision must be one of no, fp16, bf16, got 'fp8'"), Error);
+  CHECK_THROWS_WITH_AS(parse_config("mixed_precision: fp4\n", "test.yaml"),
+                       doctest::Contains("mixed_precision must be one of no, fp16, bf16, fp8, got 'fp4'"), Error);
 }
 
 TEST_CASE("deterministic: code, then ACCEL_DETERMINISTIC (1/0/true/false), then off; named on the start-up line once "
