@@ -54,6 +54,9 @@ class Communicator {
   virtual int rank() const = 0;
   virtual int size() const = 0;
   virtual const char* backend() const = 0;  // "mpi", "ring", "nccl"
+  // Where the tensors it moves must live: the CPU for mpi and ring, its GPU for nccl. Small
+  // collectives of the library's own (a flag, a norm, the fp8 amaxes) build their tensors there.
+  virtual Device device() const { return Device::cpu(); }
   // The ledger's name, the same on every rank: "world", "world/dup1", "world/split2", or a mesh's
   // dimension name. A communicator a backend builds from a raw handle starts as "world".
   const std::string& name() const { return ledger_->name(); }

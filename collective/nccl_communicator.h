@@ -35,7 +35,7 @@ class NcclCommunicator final : public Communicator {
   const char* backend() const override { return "nccl"; }
   // A new NCCL communicator over the same ranks (a split with one color), on the same device and stream.
   std::unique_ptr<Communicator> create_dup() override;
-  Device device() const { return device_; }
+  Device device() const override { return device_; }
 
  protected:
   // send/recv: NCCL has no tags; messages between two ranks match in the order they were started.

@@ -38,7 +38,7 @@ bool Fp16Precision::unscale_and_check(const std::vector<Tensor>& grads) {
   bool found_inf = scaler_.unscale(grads);
   if (comm_) {
     // One all-reduce of a flag: if any rank overflowed, every rank skips this step.
-    Tensor flag = full({1}, found_inf ? 1.0 : 0.0, DType::f32);
+    Tensor flag = full({1}, found_inf ? 1.0 : 0.0, DType::f32, comm_->device());
     comm_->all_reduce(flag, ReduceOp::max, "fp16 overflow flag");
     found_inf = flag.item() != 0.0;
   }

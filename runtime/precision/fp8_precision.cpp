@@ -106,7 +106,7 @@ bool Fp8Precision::finish_step(bool found_inf) {
     amaxes.reserve(linears_.size() * fp8::kRoleCount);
     for (const Fp8Linear& l : linears_)
       for (const fp8::ScalingState& s : l.scaling->roles) amaxes.push_back(s.history[0]);
-    Tensor agreed = from_vector(amaxes);
+    Tensor agreed = from_vector(amaxes, comm_->device());
     comm_->all_reduce(agreed, ReduceOp::max, "fp8 amaxes");
     amaxes = agreed.to_vector<float>();
     size_t i = 0;

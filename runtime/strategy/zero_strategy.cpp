@@ -110,7 +110,7 @@ ZeroStrategy::HeldBytes ZeroStrategy::held_bytes() const {
 }
 
 double ZeroStrategy::combine_norm(double local, bool inf_norm) const {
-  Tensor value = scalar_tensor(local, DType::f64);
+  Tensor value = scalar_tensor(local, DType::f64, comm_->device());
   comm_->all_reduce(value, inf_norm ? ReduceOp::max : ReduceOp::sum, "zero gradient norm");
   return value.item();
 }
