@@ -183,13 +183,7 @@ class Runner {
       }
       for (DType dtype : {DType::f32, DType::f16, DType::bf16}) {
         PrecisionRow row{device.str(), "gemm", "matmul", dtype_name(dtype), shape, 0, 0, "GFLOP/s", 0, "", true, ""};
-        if (device.is_cpu()) {
-          row.reference = eigen_gflops;
-          row.reference_name = "eigen f32 gemm (measured)";
-        } else if (ref.peaks) {
-          row.reference = gemm_peak_gflops(*ref.peaks, row.dtype);
-          row.reference_name = ref.peaks->gpu + " published";
-        }
+        set_gemm_reference(row, device, ref, eigen_gflops);
         Tensor a, b;
         measure(
             row, device, flops, [&] { a = randn({n, n}, gen, dtype, device), b = randn({n, n}, gen, dtype, device); },
@@ -199,12 +193,8 @@ class Runner {
     }
   }
 
-  // The FP8 GEMM of e4m3 operands with a bf16 output, on operands quantised beforehand: cuBLASLt's on a
-  // GPU of sm_89 or newer, against the published FP8 peak; the emulation (dequantise, f32 GEMM) on the
-  // CPU, against Eigen's f32 GEMM. The note compares it with the bf16 matmul row of the same size.
-  void fp8_gemm(Device device, const DeviceReference& ref, int64_t n, double flops, const std::string& shape,
-                double eigen_gflops) {
-    PrecisionRow row{device.str(), "gemm", "fp8 gemm", "f8_e4m3", shape, 0, 0, "GFLOP/s", 0, "", true, ""};
+  // A GEMM row's reference: Eigen's f32 GEMM measured on the CPU, the published peak of its dtype on a GPU.
+  static void set_gemm_reference(PrecisionRow& row, Device device, const DeviceReference& ref, double eigen_gflops) {
     if (device.is_cpu()) {
       row.reference = eigen_gflops;
       row.reference_name = "eigen f32 gemm (measured)";
@@ -212,6 +202,15 @@ class Runner {
       row.reference = gemm_peak_gflops(*ref.peaks, row.dtype);
       row.reference_name = ref.peaks->gpu + " published";
     }
+  }
+
+  // The FP8 GEMM of e4m3 operands with a bf16 output, on operands quantised beforehand: cuBLASLt's on a
+  // GPU of sm_89 or newer, against the published FP8 peak; the emulation (dequantise, f32 GEMM) on the
+  // CPU, against Eigen's f32 GEMM. The note compares it with the bf16 matmul row of the same size.
+  void fp8_gemm(Device device, const DeviceReference& ref, int64_t n, double flops, const std::string& shape,
+                double eigen_gflops) {
+    PrecisionRow row{device.str(), "gemm", "fp8 gemm", "f8_e4m3", shape, 0, 0, "GFLOP/s", 0, "", true, ""};
+    set_gemm_reference(row, device, ref, eigen_gflops);
     Generator gen(3);
     nograd::Fp8Tensor a, b;
     measure(

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "accel.h"
+#include "../error_of.h"
 #include "tensor/cuda/device.h"
 #include "tensor/nograd/copy.h"
 #include "tensor/nograd/elementwise.h"
@@ -74,15 +75,6 @@ inline void check_close(const Tensor& got, const Tensor& want, double rel, doubl
                            g[static_cast<size_t>(first_bad)], w[static_cast<size_t>(first_bad)]));
 }
 
-// The message of the accel::Error that f throws, or "" when it throws none.
-template <class F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using test_support::error_of;
 
 }  // namespace accel::gpu_test

@@ -10,6 +10,7 @@
 #include <fstream>
 
 #include "accel.h"
+#include "../error_of.h"
 #include "runtime/config_file.h"
 
 using namespace accel;
@@ -54,14 +55,7 @@ nn::Linear& linear_at(nn::Module& model, const std::string& name) {
 
 Fp8Precision& fp8_of(Accelerator& a) { return dynamic_cast<Fp8Precision&>(a.precision()); }
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "no error";
-}
+using test_support::error_of;
 
 }  // namespace
 

@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "accel.h"
+#include "../error_of.h"
 #include "tensor/nograd/copy.h"
 #include "tensor/nograd/elementwise.h"
 #include "tensor/nograd/fp8_gemm.h"
@@ -19,15 +20,7 @@ using namespace accel;
 
 namespace {
 
-template <class F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using test_support::error_of;
 
 std::vector<uint8_t> bytes_of(const Tensor& t) {
   const auto* p = static_cast<const uint8_t*>(t.data_ptr());
