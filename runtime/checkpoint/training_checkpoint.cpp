@@ -261,17 +261,6 @@ std::string read_text(const fs::path& file) {
   return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
 }
 
-// A model's state: <stem>.safetensors, or the shards that <stem>.safetensors.index.json names.
-nn::StateDict read_model(const fs::path& dir, const std::string& stem) {
-  const fs::path whole = dir / (stem + ".safetensors"), index = dir / (stem + ".safetensors.index.json");
-  if (fs::exists(whole) || !fs::exists(index)) return read_tensors(whole);
-  const std::vector<std::string> files = parse_shard_index(read_text(index), index.string());
-  nn::StateDict state;
-  for (const std::string& file : files)
-    for (auto& entry : read_tensors(dir / file)) state.push_back(std::move(entry));
-  return state;
-}
-
 SavedCheckpointState read_state(const fs::path& dir) {
   const fs::path file = dir / kStateFile;
   return parse_checkpoint_state(read_text(file), file.string());
@@ -292,7 +281,7 @@ ReadCheckpoint read_checkpoint(const TrainingParts& parts, const fs::path& dir) 
   check_count(r.state.objects, "objects", parts.objects.size(), dir);
   check_count(r.state.generators, "generators", parts.generators.size(), dir);
   for (size_t i = 0; i < parts.models.size(); ++i)
-    r.models.push_back(read_model(dir, i == 0 ? "model" : fmt::format("model_{}", i)));
+    r.models.push_back(read_checkpoint_model(dir, i));
   for (size_t i = 0; i < parts.optimizers.size(); ++i) {
     const fs::path file = dir / numbered_file("optimizer", i);
     r.optimizers.push_back(index_optimizer_state(read_tensors(file), parts.optimizers[i].names, file.string()));
@@ -432,6 +421,17 @@ void load_training_checkpoint(const TrainingParts& parts, const fs::path& reques
   }
   parts.precision->weights_changed();
   barrier(parts);
+}
+
+nn::StateDict read_checkpoint_model(const fs::path& dir, size_t model_index) {
+  const std::string stem = model_index == 0 ? "model" : fmt::format("model_{}", model_index);
+  const fs::path whole = dir / (stem + ".safetensors"), index = dir / (stem + ".safetensors.index.json");
+  if (fs::exists(whole) || !fs::exists(index)) return read_tensors(whole);
+  const std::vector<std::string> files = parse_shard_index(read_text(index), index.string());
+  nn::StateDict state;
+  for (const std::string& file : files)
+    for (auto& entry : read_tensors(dir / file)) state.push_back(std::move(entry));
+  return state;
 }
 
 }  // namespace accel

@@ -89,5 +89,8 @@ void write_checkpoint(const CheckpointSnapshot& snapshot, const std::filesystem:
 // Collective. Reads and checks everything first; if anything does not fit, throws an accel::Error
 // naming the file and the key, and what was already applied is put back, so nothing is half-loaded.
 void load_training_checkpoint(const TrainingParts& parts, const std::filesystem::path& dir);
+// The i-th prepared model's whole state in the checkpoint dir: model.safetensors (model_<i> after the
+// first), or the files its .safetensors.index.json names. Throws naming a missing or bad file.
+nn::StateDict read_checkpoint_model(const std::filesystem::path& dir, size_t model_index = 0);
 
 }  // namespace accel

@@ -1,5 +1,5 @@
-// The accel executable: config, launch, env, test, bench, estimate-memory, trace (and the hidden exec-rank
-// that wraps each launched rank).
+// The accel executable: config, launch, env, test, bench, estimate-memory, merge-weights, trace (and
+// the hidden exec-rank that wraps each launched rank).
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 #include <sched.h>
@@ -19,6 +19,7 @@
 #include "runtime/cli/launch.h"
 #include "runtime/cli/launch_command.h"
 #include "runtime/cli/self_test.h"
+#include "runtime/cli/merge_weights_command.h"
 #include "runtime/cli/trace_command.h"
 #include "runtime/config_file.h"
 
@@ -43,7 +44,7 @@ accel::HostFacts host_facts() {
 // A mistyped subcommand (the first word, and the word after `config`) is named with the nearest one.
 void check_command_words(int argc, char** argv) {
   if (argc < 2 || argv[1][0] == '-') return;
-  accel::check_command_name("accel", argv[1], {"config", "launch", "env", "test", "bench", "estimate-memory", "trace"});
+  accel::check_command_name("accel", argv[1], {"config", "launch", "env", "test", "bench", "estimate-memory", "merge-weights", "trace"});
   if (std::string(argv[1]) == "config" && argc >= 3 && argv[2][0] != '-') {
     // `accel config --config_file X default`: the word after an option's value is not checked here.
     accel::check_command_name("accel config", argv[2], {"default", "update"});
@@ -77,6 +78,7 @@ int run(int argc, char** argv) {
   accel::BenchCommand bench(app);  // accel bench allreduce|allgather|reducescatter|broadcast
   accel::EstimateMemoryCommand estimate_memory(app);
   accel::TraceCommand trace(app);  // accel trace merge DIR OUT.json
+  accel::MergeWeightsCommand merge_weights(app);  // accel merge-weights CHECKPOINT OUT_DIR
 
   // accel exec-rank -- PROGRAM ARGS is internal: it wraps one launched rank to name it when it
   // fails. Its arguments are the program's, so they bypass the parser.
@@ -104,6 +106,7 @@ int run(int argc, char** argv) {
   if (bench.selected()) return bench.run();
   if (estimate_memory.selected()) return estimate_memory.run(std::cout);
   if (trace.selected()) return trace.run(std::cout);
+  if (merge_weights.selected()) return merge_weights.run(std::cout);
   if (config.selected()) return config.run(std::cin, std::cout);
   if (*env) {
     std::cout << accel::env_report(env_config);
