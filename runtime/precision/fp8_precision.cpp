@@ -10,8 +10,12 @@
 
 #include "autograd/functions.h"
 #include "autograd/grad_mode.h"
+#include "accel_config.h"
 #include "tensor/creation.h"
+#include "tensor/dispatch.h"
+#if ACCEL_WITH_CUDA
 #include "tensor/cuda/device.h"
+#endif
 
 namespace accel {
 
@@ -184,12 +188,16 @@ const fp8::LinearScaling& Fp8Precision::scaling(const std::string& linear_name) 
 
 void check_fp8_device(Device device, bool allow_emulation) {
   if (!device.is_cuda() || allow_emulation) return;
+#if ACCEL_WITH_CUDA
   const cuda::DeviceProperties p = cuda::device_properties(device.index);
   if (p.major * 10 + p.minor < 89)
     throw Error(fmt::format("Accelerator: mixed_precision=fp8 needs a GPU of compute capability 8.9 or more (Ada, "
                             "Hopper) for its FP8 GEMMs, but {} ({}) has {}.{}; set fp8_recipe.allow_emulation "
                             "(ACCEL_FP8_EMULATION=1) to emulate FP8 there, or use bf16",
                             device.str(), p.name, p.major, p.minor));
+#else
+  throw_no_cuda("Accelerator (mixed_precision=fp8)", device);
+#endif
 }
 
 }  // namespace accel
