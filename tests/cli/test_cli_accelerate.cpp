@@ -104,7 +104,7 @@ TEST_CASE("a mistyped command is named with the nearest one") {
   CHECK(r.status == 1);
   CHECK(r.output ==
         "accel: unknown command 'lanch'; did you mean launch? (commands: config, launch, env, test, bench, "
-        "estimate-memory, trace)\n");
+        "estimate-memory, merge-weights, trace)\n");
   r = run(fmt::format("{} config defualt", kAccel));
   CHECK(r.status == 1);
   CHECK(r.output == "accel config: unknown command 'defualt'; did you mean default? (commands: default, update)\n");
