@@ -8,8 +8,6 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
-#include <algorithm>
-#include <chrono>
 #include <functional>
 #include <iostream>
 #include <map>
@@ -19,16 +17,11 @@
 
 #include "collective/ledger.h"
 #include "foundation_mlp.h"
+#include "timing.h"
 
 using namespace accel;
 
 namespace {
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 // Bytes this rank puts on the wire for one ledger entry, as a ring algorithm sends them.
 double ring_bytes(const LedgerEntry& e, int n) {
@@ -85,11 +78,11 @@ void run_stage(const Workload& w, int stage, int steps, int warmup, Result& out)
   for (int s = 0; s < warmup + steps; ++s) {
     if (s == warmup) bytes_since(marks, accelerator.num_processes());
     accelerator.wait_for_everyone();
-    const auto start = std::chrono::steady_clock::now();
+    const auto start = timing::Clock::now();
     opt->zero_grad();
     accelerator.backward(w.loss(*net, s * accelerator.num_processes() + accelerator.process_index()));
     opt->step();
-    const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    const double ms = 1e3 * timing::seconds_since(start);
     if (s >= warmup) out.ms.push_back(ms);
   }
   // The barriers of the loop are on the world communicator, not the strategy's: only the step's
@@ -152,7 +145,7 @@ int main(int argc, char** argv) {
     for (int r = 0; r < rounds; ++r)
       for (int stage = 0; stage <= 3; ++stage) run_stage(w, stage, steps, warmup, results[static_cast<size_t>(stage)]);
     if (!main_process) continue;
-    const double ddp = median(results[0].ms);
+    const double ddp = timing::median(results[0].ms);
     std::cout << fmt::format("\n{} (Ψ = {})\n{:>7} {:>10} {:>8} {:>14} {:>10} {:>8}\n", w.name, results[0].psi,
                              "stage", "step ms", "vs DDP", "bytes/step", "sent/Ψ4", "theory");
     for (int stage = 0; stage <= 3; ++stage) {
@@ -160,8 +153,8 @@ int main(int argc, char** argv) {
       const double in_psi = res.bytes_per_step / (4.0 * static_cast<double>(res.psi));
       const double theory = (stage == 3 ? 3.0 : 2.0) * (ranks - 1) / ranks;
       std::cout << fmt::format("{:>7} {:>10.2f} {:>7.2f}x {:>14.0f} {:>10.3f} {:>8.3f}\n",
-                               stage == 0 ? std::string("ddp") : fmt::format("zero{}", stage), median(res.ms),
-                               median(res.ms) / ddp, res.bytes_per_step, in_psi, theory);
+                               stage == 0 ? std::string("ddp") : fmt::format("zero{}", stage), timing::median(res.ms),
+                               timing::median(res.ms) / ddp, res.bytes_per_step, in_psi, theory);
     }
   }
   return 0;
