@@ -36,6 +36,7 @@
 #include "nn/loss.h"
 #include "nn/mlp.h"
 #include "nn/module.h"
+#include "nn/parallel/tp_mappings.h"
 #include "nn/sequential.h"
 #include "optim/adamw.h"
 #include "optim/lr_schedule.h"

@@ -1,0 +1,54 @@
+// Shared pieces of the tensor-parallel tests: the world communicator, a gradcheck across the ranks of
+// a group, the gathering of a sharded tensor back into its full form, and comparisons of tensors.
+#pragma once
+
+#include <doctest/doctest.h>
+
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "accel.h"
+
+namespace test {
+
+using namespace accel;
+
+// A communicator over MPI_COMM_WORLD that main() keeps for the run.
+std::shared_ptr<Communicator>& world();
+
+// The tensor-parallel groups a test runs on: the whole world, and on 4 ranks also the tp dimension of
+// a {dp: 2, tp: 2} mesh (groups {0, 1} and {2, 3}), so that the layers work on a sub-group. Built
+// collectively on world(), in the same order on every rank.
+struct TpGroups {
+  TpGroups();
+  std::unique_ptr<Communicator> whole;
+  std::unique_ptr<DeviceMesh> mesh;  // null unless the world has 4 ranks
+  std::vector<Communicator*> all;
+};
+
+// How a tensor lies over a tensor-parallel group: every rank holds the same value, or each its own.
+enum class Spread { replicated, per_rank };
+
+// Finite differences in f64 against backward for a function whose forward and backward communicate
+// over tp. x (f64) is replicated or per rank as `input` says; f's output is too, as `output` says.
+// The scalar checked is the one the group's math defines: with a per-rank output each rank weights its
+// output with its own random w and the objective is the sum over the ranks; a replicated output feeds
+// computation that every rank repeats, so the objective is the one w (the same on every rank) times it.
+// A replicated x is perturbed on every rank at once (it is one value); a per-rank x on its own rank
+// only. Every rank of tp must call it with the same sizes. Returns "" or what differs on this rank.
+std::string tp_gradcheck(const std::function<Tensor(const Tensor&)>& f, Communicator& tp, const Tensor& x,
+                         Spread input, Spread output, uint64_t seed = 7);
+
+// The per-rank parts of a tensor joined along dim in rank order (an all-gather on comm), as a new
+// tensor: the full form of a tensor split on dim.
+Tensor gather_along(const Tensor& part, int64_t dim, Communicator& comm);
+
+// "" when a and b have the same shape and max |a - b| <= rtol * max |b| (relative to b's largest
+// element), else the shapes or the worst element.
+std::string differs(const Tensor& a, const Tensor& b, double rtol = 1e-5);
+
+// "" when every rank of comm holds exactly the same t (bitwise), else which rank differs from rank 0.
+std::string differs_across_ranks(const Tensor& t, Communicator& comm);
+
+}  // namespace test
