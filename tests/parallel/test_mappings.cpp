@@ -5,7 +5,6 @@
 #include <vector>
 
 #include "../error_of.h"
-#include "../zero/counting_communicator.h"
 #include "tensor/nograd/copy.h"
 #include "tensor/nograd/views.h"
 #include "tp_support.h"

@@ -114,6 +114,13 @@ std::string differs(const Tensor& a, const Tensor& b, double rtol) {
                      scale);
 }
 
+int collectives_run(const CountingCommunicator& c) {
+  int n = 0;
+  for (const char* kind : {"all_reduce", "broadcast", "all_gather", "reduce_scatter", "gather", "barrier", "send", "recv"})
+    n += c.count(kind);
+  return n;
+}
+
 std::string differs_across_ranks(const Tensor& t, Communicator& comm) {
   const Tensor mine = nograd::contiguous(nograd::to_dtype(t, DType::f64));
   const Tensor first = nograd::clone(mine);

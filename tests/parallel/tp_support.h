@@ -8,6 +8,7 @@
 #include <memory>
 #include <string>
 
+#include "../zero/counting_communicator.h"
 #include "accel.h"
 
 namespace test {
@@ -47,6 +48,9 @@ Tensor gather_along(const Tensor& part, int64_t dim, Communicator& comm);
 // "" when a and b have the same shape and max |a - b| <= rtol * max |b| (relative to b's largest
 // element), else the shapes or the worst element.
 std::string differs(const Tensor& a, const Tensor& b, double rtol = 1e-5);
+
+// How many collectives of any kind c counted since its last reset.
+int collectives_run(const CountingCommunicator& c);
 
 // "" when every rank of comm holds exactly the same t (bitwise), else which rank differs from rank 0.
 std::string differs_across_ranks(const Tensor& t, Communicator& comm);

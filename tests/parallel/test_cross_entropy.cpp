@@ -1,0 +1,157 @@
+// vocab_parallel_cross_entropy against nn::cross_entropy of the full logits on the same data: the loss
+// and the logits' grad (each rank's columns of it), for every reduction, with ignored targets, and for
+// vocabularies padded up to a multiple of tp, whose padding columns (filled with values that would
+// dominate the loss if they counted) get no grad; f64 gradcheck; exactly three all-reduces forward.
+#include <string>
+#include <vector>
+
+#include "../error_of.h"
+#include "tensor/nograd/copy.h"
+#include "tensor/nograd/views.h"
+#include "tp_support.h"
+
+namespace test {
+
+namespace {
+
+using nn::parallel::vocab_parallel_cross_entropy;
+using nn::parallel::VocabParallelCrossEntropyOptions;
+
+// This rank's shard of full logits [..., vocab]: its columns of the vocab padded to a multiple of the
+// group, the padding columns filled with `padding`.
+Tensor shard_of(const Tensor& full, const Communicator& tp, double padding = 50.0) {
+  const nn::parallel::VocabRange range = nn::parallel::vocab_range(full.size(-1), tp.rank(), tp.size());
+  Shape shape = full.shape();
+  shape.back() = range.per_rank;
+  Tensor shard = accel::full(shape, padding, full.dtype());
+  if (range.valid > 0)
+    nograd::copy_(nograd::narrow(shard, -1, 0, range.valid), nograd::narrow(full, -1, range.start, range.valid));
+  shard.requires_grad_();
+  return shard;
+}
+
+// Targets [2, 3] in [0, vocab), the same on every rank, with the positions in `ignored` set to ignore_index.
+Tensor targets(int64_t vocab, int64_t ignore_index, const std::vector<int64_t>& ignored) {
+  std::vector<int64_t> t;
+  for (int64_t i = 0; i < 6; ++i) t.push_back((5 * i + 1) % vocab);
+  for (int64_t i : ignored) t[static_cast<size_t>(i)] = ignore_index;
+  return from_vector(t, {2, 3});
+}
+
+std::string reduction_name(Reduction r) {
+  return r == Reduction::mean ? "mean" : r == Reduction::sum ? "sum" : "none";
+}
+
+}  // namespace
+
+TEST_CASE("vocab-parallel cross-entropy equals nn::cross_entropy of the full logits: loss and logits grad") {
+  TpGroups groups;
+  for (Communicator* tp : groups.all) {
+    const int64_t n = tp->size();
+    // Divisible; padded by one; so small that the last rank (of 4) holds padding only.
+    for (const int64_t vocab : {4 * n, 4 * n - 1, n + 1}) {
+      for (const Reduction reduction : {Reduction::mean, Reduction::sum, Reduction::none}) {
+        // No target ignored; two ignored with the default index; a real class (1) used as ignore_index.
+        for (const int64_t ignore_index : {int64_t{-100}, int64_t{1}}) {
+          for (const std::vector<int64_t>& ignored : {std::vector<int64_t>{}, std::vector<int64_t>{1, 4}}) {
+            INFO("rank ", tp->rank(), " of ", n, ", vocab ", vocab, ", ", reduction_name(reduction),
+                 ", ignore_index ", ignore_index, ", ", ignored.size(), " ignored");
+            Generator data(static_cast<uint64_t>(100 + vocab));
+            Tensor full = randn({2, 3, vocab}, data) * 3.0;
+            full.requires_grad_();
+            const Tensor target = targets(vocab, ignore_index, ignored);
+            const Tensor shard = shard_of(full, *tp);
+            const Tensor loss = vocab_parallel_cross_entropy(
+                shard, target, *tp, {.vocab_size = vocab, .ignore_index = ignore_index, .reduction = reduction});
+            const Tensor expected = nn::cross_entropy(full, target, ignore_index, reduction);
+            CHECK(loss.dtype() == expected.dtype());
+            CHECK(differs(loss, expected) == "");
+            CHECK(differs_across_ranks(loss, *tp) == "");
+            const Tensor seed = reduction == Reduction::none ? randn({2, 3}, data) : Tensor();
+            backward(expected, seed);
+            backward(loss, seed);
+            const Tensor grads = gather_along(shard.grad(), -1, *tp);
+            CHECK(differs(nograd::narrow(grads, -1, 0, vocab), full.grad()) == "");
+            const int64_t padded = grads.size(-1) - vocab;
+            if (padded > 0)
+              CHECK(differs(nograd::narrow(grads, -1, vocab, padded), zeros({2, 3, padded}), 0.0) == "");
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("vocab-parallel cross-entropy: a mean over nothing (every target ignored) is 0 with a 0 grad") {
+  TpGroups groups;
+  for (Communicator* tp : groups.all) {
+    Generator data(5);
+    const Tensor full = randn({2, 3, 2 * tp->size()}, data);
+    const Tensor shard = shard_of(full, *tp);
+    const Tensor loss = vocab_parallel_cross_entropy(shard, full_like(zeros({2, 3}, DType::i64), -100.0), *tp);
+    CHECK(loss.item() == 0.0);
+    backward(loss);
+    CHECK(differs(shard.grad(), zeros_like(shard), 0.0) == "");
+  }
+}
+
+TEST_CASE("vocab-parallel cross-entropy passes gradcheck in f64 (each rank's shard, the loss replicated)") {
+  TpGroups groups;
+  for (Communicator* tp : groups.all) {
+    INFO("rank ", tp->rank(), " of ", tp->size());
+    const int64_t vocab = 2 * tp->size() + 1;  // padded
+    const Tensor target = targets(vocab, -100, {2});
+    Generator data(6);
+    const Tensor full = randn({2, 3, vocab}, data, DType::f64);
+    const Tensor shard = nograd::clone(shard_of(full, *tp, 0.5));
+    for (const Reduction reduction : {Reduction::mean, Reduction::none}) {
+      auto f = [&](const Tensor& logits) {
+        return vocab_parallel_cross_entropy(logits, target, *tp, {.vocab_size = vocab, .reduction = reduction});
+      };
+      CHECK(tp_gradcheck(f, *tp, shard, Spread::per_rank, Spread::replicated) == "");
+    }
+  }
+}
+
+TEST_CASE("vocab-parallel cross-entropy runs exactly three all-reduces forward (max, target logit, sum of exp) and "
+          "nothing backward") {
+  CountingCommunicator tp(world()->dup());
+  const int64_t vocab = 3 * tp.size() - 1;
+  Generator data(7);
+  const Tensor shard = shard_of(randn({2, 3, vocab}, data), tp);
+  tp.reset();
+  const Tensor loss = vocab_parallel_cross_entropy(shard, targets(vocab, -100, {0}), tp, {.vocab_size = vocab});
+  CHECK(tp.count("all_reduce") == 3);
+  CHECK(collectives_run(tp) == 3);
+  tp.reset();
+  backward(loss);
+  CHECK(collectives_run(tp) == 0);
+}
+
+TEST_CASE("vocab-parallel cross-entropy refuses targets outside the vocab, a vocab larger than the shards and "
+          "mismatched shapes") {
+  TpGroups groups;
+  for (Communicator* tp : groups.all) {
+    const int64_t n = tp->size(), vocab = 2 * n - 1;
+    Generator data(8);
+    const Tensor shard = shard_of(randn({2, 3, vocab}, data), *tp);
+    const std::string padding_target = test_support::error_of([&] {
+      vocab_parallel_cross_entropy(shard, full_like(zeros({2, 3}, DType::i64), static_cast<double>(vocab)), *tp,
+                                   {.vocab_size = vocab});
+    });
+    const std::string v = std::to_string(vocab);
+    CHECK(padding_target.find("vocab_parallel_cross_entropy: target " + v + " at row 0 is outside [0, " + v + ")") !=
+          std::string::npos);
+    const std::string too_big = test_support::error_of([&] {
+      vocab_parallel_cross_entropy(shard, targets(vocab, -100, {}), *tp, {.vocab_size = 2 * n + 1});
+    });
+    CHECK(too_big.find("vocab_size " + std::to_string(2 * n + 1) + " must be in (0, " + std::to_string(2 * n) + "]") !=
+          std::string::npos);
+    const std::string shapes = test_support::error_of([&] {
+      vocab_parallel_cross_entropy(shard, zeros({3, 2}, DType::i64), *tp, {.vocab_size = vocab});
+    });
+    CHECK(shapes.find("target [3, 2] must be logits_shard [2, 3, 2] without the class dim") != std::string::npos);
+  }
+}
+
+}  // namespace test
