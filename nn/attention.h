@@ -21,6 +21,8 @@ class CausalSelfAttention : public Module {
   int64_t n_head() const { return n_head_; }
   const std::shared_ptr<Linear>& qkv() const { return qkv_; }
   const std::shared_ptr<Linear>& proj() const { return proj_; }
+  const std::shared_ptr<Dropout>& attn_drop() const { return attn_drop_; }
+  const std::shared_ptr<Dropout>& resid_drop() const { return resid_drop_; }
 
  protected:
   Tensor forward_impl(const Tensor& x) override;  // [B, T, n_embd] -> [B, T, n_embd]

@@ -16,7 +16,9 @@ class GPTBlock : public Module {
 
   std::string type_name() const override { return "GPTBlock"; }
 
+  const std::shared_ptr<LayerNorm>& ln_1() const { return ln_1_; }
   const std::shared_ptr<CausalSelfAttention>& attn() const { return attn_; }
+  const std::shared_ptr<LayerNorm>& ln_2() const { return ln_2_; }
   const std::shared_ptr<MLP>& mlp() const { return mlp_; }
 
  protected:

@@ -19,6 +19,7 @@ class MLP : public Module {
 
   const std::shared_ptr<Linear>& fc() const { return fc_; }
   const std::shared_ptr<Linear>& proj() const { return proj_; }
+  const std::shared_ptr<Dropout>& drop() const { return drop_; }
 
  protected:
   Tensor forward_impl(const Tensor& x) override;

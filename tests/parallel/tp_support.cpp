@@ -116,7 +116,8 @@ std::string differs(const Tensor& a, const Tensor& b, double rtol) {
 
 int collectives_run(const CountingCommunicator& c) {
   int n = 0;
-  for (const char* kind : {"all_reduce", "broadcast", "all_gather", "reduce_scatter", "gather", "barrier", "send", "recv"})
+  for (const char* kind :
+       {"all_reduce", "broadcast", "all_gather", "reduce_scatter", "gather", "barrier", "send", "recv"})
     n += c.count(kind);
   return n;
 }

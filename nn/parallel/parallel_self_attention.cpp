@@ -1,0 +1,50 @@
+// ParallelSelfAttention: the full layer's heads dealt out to the ranks, attention over the local heads,
+// and the row-parallel projection that sums the heads' contributions.
+#include "nn/parallel/parallel_self_attention.h"
+
+#include <fmt/format.h>
+
+#include <cmath>
+
+#include "autograd/functions.h"
+#include "nn/parallel/partition.h"
+#include "nn/parallel/replica.h"
+
+namespace accel::nn::parallel {
+
+ParallelSelfAttention::ParallelSelfAttention(const CausalSelfAttention& full, Communicator& tp)
+    : n_embd_(full.n_embd()),
+      local_heads_(divide_by_tp("ParallelSelfAttention", "n_head", full.n_head(), tp.size())),
+      head_dim_(full.n_embd() / full.n_head()) {
+  qkv_ = register_module("qkv", ColumnParallelLinear::from_full(*full.qkv(), tp,
+                                                                {.gather_output = false, .fused_blocks = 3}));
+  proj_ = register_module("proj", RowParallelLinear::from_full(*full.proj(), tp, {.input_is_parallel = true}));
+  attn_drop_ = register_module("attn_drop", replica_of(*full.attn_drop()));
+  // The rank's own stream for its heads' masks: the full layer's seed moved by the rank.
+  const GeneratorState shared = full.attn_drop()->generator().state();
+  attn_drop_->generator().set_state({shared.seed + 0x9E3779B97F4A7C15ULL * static_cast<uint64_t>(tp.rank()),
+                                     shared.offset});
+  resid_drop_ = register_module("resid_drop", replica_of(*full.resid_drop()));
+  if (!full.is_training()) eval();
+}
+
+std::shared_ptr<ParallelSelfAttention> ParallelSelfAttention::from_full(const CausalSelfAttention& full,
+                                                                        Communicator& tp) {
+  return std::shared_ptr<ParallelSelfAttention>(new ParallelSelfAttention(full, tp));
+}
+
+Tensor ParallelSelfAttention::forward_impl(const Tensor& x) {
+  if (x.dim() != 3 || x.size(2) != n_embd_)
+    throw Error(fmt::format("ParallelSelfAttention: input must be [B, T, {}], got {}", n_embd_, shape_str(x.shape())));
+  const int64_t B = x.size(0), T = x.size(1), H = local_heads_, D = head_dim_, C = H * D;
+  // [B, T, 3 C / tp]: this rank's q, k and v blocks -> three [B, H / tp, T, D] views.
+  std::vector<Tensor> qkv = split((*qkv_)(x), C, 2);
+  auto heads = [&](const Tensor& t) { return transpose(reshape(t, {B, T, H, D}), 1, 2); };
+  const Tensor q = heads(qkv[0]), k = heads(qkv[1]), v = heads(qkv[2]);
+  Tensor att = causal_softmax(matmul(q, transpose(k, 2, 3)), 1.0 / std::sqrt(static_cast<double>(D)));
+  att = (*attn_drop_)(att);
+  const Tensor y = reshape(transpose(matmul(att, v), 1, 2), {B, T, C});  // this rank's heads side by side
+  return (*resid_drop_)((*proj_)(y));
+}
+
+}  // namespace accel::nn::parallel
