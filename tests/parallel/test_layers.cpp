@@ -142,6 +142,16 @@ TEST_CASE("column parallel: f runs no collective forward and one all-reduce back
   backward(sum(z));
   CHECK(tp.count("all_reduce") == 1);
   CHECK(tp.count("all_gather") == 0);
+  // With gather_output: one all-gather forward, and backward still the one all-reduce of f.
+  ColumnParallelLinear gathering(5, 2 * tp.size(), true, tp, init, {.gather_output = true});
+  tp.reset();
+  const Tensor full = gathering(x);
+  CHECK(tp.count("all_gather") == 1);
+  CHECK(collectives_run(tp) == 1);
+  tp.reset();
+  backward(sum(full * full));
+  CHECK(tp.count("all_reduce") == 1);
+  CHECK(collectives_run(tp) == 1);
 }
 
 TEST_CASE("a parallel layer built from a Generator holds the slice of the full layer drawn from the same seed") {
