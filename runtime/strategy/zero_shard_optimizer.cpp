@@ -36,6 +36,11 @@ std::map<size_t, std::vector<std::pair<std::string, Tensor>>> by_index(const opt
 ShardOptimizer::ShardOptimizer(optim::Optimizer& user, std::vector<const FlatUnit*> units, std::vector<Tensor> shards,
                                const std::string& strategy)
     : user_(user), units_(std::move(units)) {
+  if (user.has_group_settings())
+    throw Error(fmt::format("Accelerator::prepare: {} updates flat shards that mix the parameters of a unit, so it "
+                            "takes an optimizer without parameter groups; got {} with {} group(s) of their own "
+                            "settings",
+                            strategy, user.type_name(), user.num_groups()));
   std::unordered_map<const TensorImpl*, Place> where;
   for (size_t u = 0; u < units_.size(); ++u)
     for (size_t j = 0; j < units_[u]->params().size(); ++j) where[units_[u]->params()[j].impl()] = {u, j};
