@@ -50,10 +50,10 @@ AdamWOptions AdamW::group_options(size_t g) const {
   return o;
 }
 
-std::shared_ptr<Optimizer> AdamW::make_like(std::vector<Tensor> params) const {
+std::shared_ptr<Optimizer> AdamW::make_like(std::vector<ParamGroup> groups) const {
   AdamWOptions options = options_;
   options.lr = lr();
-  return std::make_shared<AdamW>(std::move(params), options);
+  return std::make_shared<AdamW>(std::move(groups), options);
 }
 
 void AdamW::update() {

@@ -23,7 +23,7 @@ class AdamW : public Optimizer {
   AdamW(std::vector<ParamGroup> groups, const AdamWOptions& options);
 
   std::string type_name() const override { return "AdamW"; }
-  std::shared_ptr<Optimizer> make_like(std::vector<Tensor> params) const override;
+  std::shared_ptr<Optimizer> make_like(std::vector<ParamGroup> groups) const override;
   const AdamWOptions& options() const { return options_; }
 
  protected:

@@ -109,7 +109,7 @@ double Optimizer::group_setting(size_t g, const std::string& name, double fallba
 
 bool Optimizer::has_group_settings() const { return groups_.size() > 1 || !groups_[0].settings.empty(); }
 
-std::shared_ptr<Optimizer> Optimizer::make_like(std::vector<Tensor>) const {
+std::shared_ptr<Optimizer> Optimizer::make_like(std::vector<ParamGroup>) const {
   throw Error(fmt::format("Optimizer::make_like: {} cannot be rebuilt over other parameters, which a sharded "
                           "strategy (ZeRO, FSDP) needs; use SGD or AdamW, or implement make_like",
                           type_name()));

@@ -36,10 +36,10 @@ class Optimizer {
   Optimizer& operator=(const Optimizer&) = delete;
 
   virtual std::string type_name() const = 0;
-  // An optimizer of the same kind and settings (its current lr included) over other parameters, with
-  // fresh state: a sharded strategy runs the user's optimizer this way over its flat shards. The
-  // base throws, naming the type; SGD and AdamW implement it.
-  virtual std::shared_ptr<Optimizer> make_like(std::vector<Tensor> params) const;
+  // An optimizer of the same kind and settings (its current lr included) over other parameters in
+  // groups of their own settings, with fresh state: a sharded strategy runs the user's optimizer this
+  // way over slices of its flat shards. The base throws, naming the type; SGD and AdamW implement it.
+  virtual std::shared_ptr<Optimizer> make_like(std::vector<ParamGroup> groups) const;
   // Updates every parameter that has a grad; parameters without one are left alone, state and all.
   // With a step hook installed (below), the hook decides what a step is.
   void step();

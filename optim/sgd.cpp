@@ -45,10 +45,10 @@ SGDOptions SGD::group_options(size_t g) const {
   return o;
 }
 
-std::shared_ptr<Optimizer> SGD::make_like(std::vector<Tensor> params) const {
+std::shared_ptr<Optimizer> SGD::make_like(std::vector<ParamGroup> groups) const {
   SGDOptions options = options_;
   options.lr = lr();
-  return std::make_shared<SGD>(std::move(params), options);
+  return std::make_shared<SGD>(std::move(groups), options);
 }
 
 void SGD::update() {

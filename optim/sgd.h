@@ -24,7 +24,7 @@ class SGD : public Optimizer {
   SGD(std::vector<ParamGroup> groups, const SGDOptions& options);
 
   std::string type_name() const override { return "SGD"; }
-  std::shared_ptr<Optimizer> make_like(std::vector<Tensor> params) const override;
+  std::shared_ptr<Optimizer> make_like(std::vector<ParamGroup> groups) const override;
   const SGDOptions& options() const { return options_; }
 
  protected:
