@@ -51,6 +51,8 @@
 #include "runtime/precision/half_precision.h"
 #include "runtime/precision/loss_scaler.h"
 #include "runtime/precision/precision.h"
+#include "runtime/llmc/gpt2_model_file.h"
+#include "runtime/llmc/gpt2_model_weights.h"
 #include "runtime/llmc/token_loader.h"
 #include "runtime/llmc/token_shard.h"
 #include "runtime/notebook_launcher.h"
