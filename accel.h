@@ -46,6 +46,7 @@
 #include "runtime/dataset.h"
 #include "runtime/checkpoint_io.h"
 #include "runtime/checkpoint/preemption.h"
+#include "runtime/gpt2_weights.h"
 #include "runtime/hf_gpt2.h"
 #include "runtime/precision/fp16_precision.h"
 #include "runtime/precision/fp8_precision.h"
