@@ -1,20 +1,52 @@
-// nn::GPT: construction with GPT-2's init, and the forward from token ids to logits.
+// nn::GPT: construction with GPT-2's init, the GPT-2 presets, and the forward from token ids to logits.
 #include "nn/gpt.h"
 
 #include <fmt/format.h>
 
 #include <cmath>
+#include <utility>
 
 #include "autograd/functions.h"
 #include "nn/init.h"
 #include "tensor/creation.h"
+#include "tensor/nograd/views.h"
 
 namespace accel::nn {
 
-GPT::GPT(const GPTConfig& config, Generator& gen) : config_(config) {
+GPTConfig GPTConfig::gpt2(int depth) {
+  // depth -> n_embd, llm.c's gpt2_set_hyperparameters; the head size is 64 in all four.
+  static constexpr std::pair<int, int64_t> kWidths[] = {{12, 768}, {24, 1024}, {36, 1280}, {48, 1600}};
+  int64_t n_embd = 0;
+  for (const auto& [d, c] : kWidths)
+    if (d == depth) n_embd = c;
+  if (n_embd == 0)
+    throw Error(fmt::format(
+        "GPTConfig::gpt2: depth {} is not one of GPT-2's 12 (124M), 24 (350M), 36 (774M) or 48 (1558M)", depth));
+  return GPTConfig{.vocab_size = 50257,
+                   .block_size = 1024,
+                   .n_layer = depth,
+                   .n_head = n_embd / 64,
+                   .n_embd = n_embd,
+                   .dropout = 0.0,
+                   .tie_weights = true,
+                   .padded_vocab_size = 50304};
+}
+
+namespace {
+
+void check_config(const GPTConfig& config) {
   if (config.vocab_size <= 0 || config.block_size <= 0 || config.n_layer <= 0)
     throw Error(fmt::format("GPT: vocab_size {}, block_size {} and n_layer {} must be positive", config.vocab_size,
                             config.block_size, config.n_layer));
+  if (config.padded_vocab_size != 0 && config.padded_vocab_size < config.vocab_size)
+    throw Error(fmt::format("GPT: padded_vocab_size {} must be 0 (none) or >= vocab_size {}", config.padded_vocab_size,
+                            config.vocab_size));
+}
+
+}  // namespace
+
+GPT::GPT(const GPTConfig& config, Generator& gen) : config_(config) {
+  check_config(config);
   // Each residual branch adds to the stream, so their output projections start smaller to keep the
   // stream's variance from growing with depth.
   const double residual_std = 0.02 / std::sqrt(2.0 * static_cast<double>(config.n_layer));
@@ -22,7 +54,10 @@ GPT::GPT(const GPTConfig& config, Generator& gen) : config_(config) {
     init::normal_(linear.weight(), 0.0, std, gen);
     init::zeros_(linear.bias());
   };
-  wte_ = register_module("wte", std::make_shared<Embedding>(config.vocab_size, config.n_embd, gen, 0.02));
+  const int64_t rows = config.embedding_rows();
+  wte_ = register_module("wte", std::make_shared<Embedding>(rows, config.n_embd, gen, 0.02));
+  if (rows > config.vocab_size)
+    init::zeros_(nograd::narrow(wte_->weight(), 0, config.vocab_size, rows - config.vocab_size));
   wpe_ = register_module("wpe", std::make_shared<Embedding>(config.block_size, config.n_embd, gen, 0.02));
   drop_ = register_module("drop", std::make_shared<Dropout>(config.dropout, gen));
   blocks_ = register_module("blocks", std::make_shared<Sequential>());
@@ -34,8 +69,10 @@ GPT::GPT(const GPTConfig& config, Generator& gen) : config_(config) {
     init_linear(*block->mlp()->proj(), residual_std);
   }
   ln_f_ = register_module("ln_f", std::make_shared<LayerNorm>(config.n_embd));
-  lm_head_ = register_module("lm_head", std::make_shared<Linear>(config.n_embd, config.vocab_size, false, gen));
-  init::normal_(lm_head_->weight(), 0.0, 0.02, gen);
+  if (!config.tie_weights) {
+    lm_head_ = register_module("lm_head", std::make_shared<Linear>(config.n_embd, config.vocab_size, false, gen));
+    init::normal_(lm_head_->weight(), 0.0, 0.02, gen);
+  }
 }
 
 Tensor GPT::forward_impl(const Tensor& idx) {
@@ -46,8 +83,13 @@ Tensor GPT::forward_impl(const Tensor& idx) {
     throw Error(fmt::format("GPT: sequence length {} exceeds block_size {}", T, config_.block_size));
   const Tensor positions = arange(T, DType::i64, idx.device());
   Tensor x = (*drop_)((*wte_)(idx) + (*wpe_)(positions));  // [B, T, C] + [T, C]
-  x = (*blocks_)(x);
-  return (*lm_head_)((*ln_f_)(x));
+  x = (*ln_f_)((*blocks_)(x));
+  if (lm_head_) return (*lm_head_)(x);
+  // The real rows only: the same product as llm.c's over all rows with the padded logits dropped,
+  // without computing them. narrow's backward gives the padded rows a zero grad.
+  const Tensor head =
+      config_.embedding_rows() > config_.vocab_size ? narrow(wte_->weight(), 0, 0, config_.vocab_size) : wte_->weight();
+  return accel::linear(x, head, Tensor());
 }
 
 }  // namespace accel::nn

@@ -1,5 +1,6 @@
-// nn::GPT: a small GPT-2-style language model, token + position embeddings, pre-LN blocks, a final
-// LayerNorm and an untied lm head. Parameter names: wte, wpe, blocks.N.*, ln_f, lm_head.
+// nn::GPT: a GPT-2-style language model, token + position embeddings, pre-LN blocks, a final LayerNorm
+// and an lm head, its own or tied to the token embedding. Parameter names: wte, wpe, blocks.N.*, ln_f,
+// and lm_head when untied.
 #pragma once
 
 #include <memory>
@@ -21,12 +22,28 @@ struct GPTConfig {
   int64_t n_head = 2;
   int64_t n_embd = 32;
   double dropout = 0.0;
+  // GPT-2's head: logits = ln_f(x) wte^T, one parameter (wte.weight) whose grad sums both uses.
+  bool tie_weights = false;
+  // 0: none. Else wte has this many rows (>= vocab_size, e.g. 50257 -> 50304 as llm.c pads it), for
+  // row counts friendly to GEMMs and llm.c's files. The rows past vocab_size start at zero, are never
+  // looked up, and the tied head reads only the first vocab_size rows, so logits stay [.., vocab_size]:
+  // a padded id is never in the loss nor sampled, and its rows get zero grad (as in llm.c, whose loss
+  // and softmax stop at V).
+  int64_t padded_vocab_size = 0;
+
+  // wte's rows: padded_vocab_size when set, else vocab_size.
+  int64_t embedding_rows() const { return padded_vocab_size > 0 ? padded_vocab_size : vocab_size; }
+
+  // GPT-2 as released and as llm.c trains it, by depth: 12 (124M), 24 (350M), 36 (774M), 48 (1558M).
+  // Head size 64, block_size 1024, vocab 50257 padded to 50304, tied head, no dropout.
+  static GPTConfig gpt2(int depth);
 };
 
 class GPT : public Module {
  public:
   // GPT-2's init: every Linear and Embedding weight from N(0, 0.02^2), Linear biases zero, and the
-  // residual projections (attn.proj, mlp.proj) scaled down to 0.02 / sqrt(2 n_layer).
+  // residual projections (attn.proj, mlp.proj) scaled down to 0.02 / sqrt(2 n_layer). A tied head
+  // is wte, drawn once; wte's padding rows are zero (llm.c draws only the real rows).
   GPT(const GPTConfig& config, Generator& gen);
 
   std::string type_name() const override { return "GPT"; }
@@ -43,7 +60,7 @@ class GPT : public Module {
   std::shared_ptr<Dropout> drop_;
   std::shared_ptr<Sequential> blocks_;
   std::shared_ptr<LayerNorm> ln_f_;
-  std::shared_ptr<Linear> lm_head_;
+  std::shared_ptr<Linear> lm_head_;  // null when tied
 };
 
 }  // namespace accel::nn

@@ -19,15 +19,22 @@ struct AdamWOptions {
 class AdamW : public Optimizer {
  public:
   AdamW(std::vector<Tensor> params, const AdamWOptions& options);
+  // Groups may set lr, weight_decay, beta1, beta2 and eps; options gives the rest.
+  AdamW(std::vector<ParamGroup> groups, const AdamWOptions& options);
 
   std::string type_name() const override { return "AdamW"; }
-  std::shared_ptr<Optimizer> make_like(std::vector<Tensor> params) const override;
+  std::shared_ptr<Optimizer> make_like(std::vector<ParamGroup> groups) const override;
   const AdamWOptions& options() const { return options_; }
 
  protected:
   void update() override;
 
  private:
+  static std::vector<Slot> adam_slots();
+  void check_options() const;
+  // Group g's options: its settings over options_, at its lr.
+  AdamWOptions group_options(size_t g) const;
+
   AdamWOptions options_;
 };
 

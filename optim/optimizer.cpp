@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <map>
@@ -16,6 +17,11 @@
 namespace accel::optim {
 
 namespace {
+
+// "param_groups.<g>.<setting>" and "param_group.<i>"; the second is a prefix of the first.
+constexpr const char* kGroupsPrefix = "param_groups.";
+constexpr const char* kMemberPrefix = "param_group.";
+constexpr const char* kAnyGroupKey = "param_group";  // what both begin with
 
 std::string join(const std::vector<std::string>& items, const char* separator = ", ") {
   std::string out;
@@ -38,20 +44,72 @@ bool parse_state_key(const std::string& key, size_t& index, std::string& slot) {
 }
 
 Optimizer::Optimizer(std::vector<Tensor> params, double lr, std::vector<Slot> slots)
-    : params_(std::move(params)), slots_(std::move(slots)), state_(params_.size()) {
+    : params_(std::move(params)), groups_(1), group_of_(params_.size(), 0), slots_(std::move(slots)),
+      state_(params_.size()) {
   if (params_.empty()) throw Error("Optimizer: got an empty parameter list");
+  check_params();
+  set_lr(lr);
+}
+
+Optimizer::Optimizer(std::vector<ParamGroup> groups, double lr, std::vector<Slot> slots,
+                     std::vector<std::string> setting_names)
+    : slots_(std::move(slots)) {
+  if (groups.empty()) throw Error("Optimizer: got no parameter groups");
+  set_lr(lr);
+  for (size_t g = 0; g < groups.size(); ++g) {
+    if (groups[g].params.empty()) throw Error(fmt::format("Optimizer: parameter group {} is empty", g));
+    for (const Tensor& p : groups[g].params) params_.push_back(p), group_of_.push_back(g);
+    groups_.push_back({std::move(groups[g].settings), 1.0});
+  }
+  state_.resize(params_.size());
+  check_params();
+  setting_names.push_back("lr");
+  check_groups(setting_names);
+  for (Group& group : groups_) {
+    const auto it = group.settings.find("lr");
+    if (it == group.settings.end()) continue;
+    if (lr == 0.0 && it->second != 0.0)
+      throw Error(fmt::format("Optimizer: a parameter group's lr {} needs the optimizer's lr > 0, which it keeps its "
+                              "ratio to; got lr 0",
+                              it->second));
+    group.lr_ratio = lr == 0.0 ? 1.0 : it->second / lr;
+  }
+}
+
+void Optimizer::check_params() const {
   std::unordered_set<const TensorImpl*> seen;
   for (size_t i = 0; i < params_.size(); ++i) {
     const Tensor& p = params_[i];
     if (!p.defined() || !p.requires_grad() || !p.is_leaf())
       throw Error(fmt::format("Optimizer: parameter {} must be a leaf that requires grad, got {}", i,
                               p.defined() ? p.str() : "an undefined tensor"));
-    if (!seen.insert(p.impl()).second) throw Error(fmt::format("Optimizer: parameter {} appears twice", i));
+    if (!seen.insert(p.impl()).second)
+      throw Error(groups_.size() > 1 ? fmt::format("Optimizer: parameter {} appears twice (in group {})", i, group_of_[i])
+                                     : fmt::format("Optimizer: parameter {} appears twice", i));
   }
-  set_lr(lr);
 }
 
-std::shared_ptr<Optimizer> Optimizer::make_like(std::vector<Tensor>) const {
+void Optimizer::check_groups(const std::vector<std::string>& setting_names) const {
+  for (size_t g = 0; g < groups_.size(); ++g)
+    for (const auto& [name, value] : groups_[g].settings) {
+      if (std::find(setting_names.begin(), setting_names.end(), name) == setting_names.end())
+        throw Error(fmt::format("Optimizer: parameter group {} sets '{}', which this optimizer does not have; expected "
+                                "one of {}",
+                                g, name, join(setting_names)));
+      if (!(value >= 0.0 && std::isfinite(value)))
+        throw Error(fmt::format("Optimizer: parameter group {} sets {} to {}; expected a finite value >= 0", g, name,
+                                value));
+    }
+}
+
+double Optimizer::group_setting(size_t g, const std::string& name, double fallback) const {
+  const auto it = groups_[g].settings.find(name);
+  return it == groups_[g].settings.end() ? fallback : it->second;
+}
+
+bool Optimizer::has_group_settings() const { return groups_.size() > 1 || !groups_[0].settings.empty(); }
+
+std::shared_ptr<Optimizer> Optimizer::make_like(std::vector<ParamGroup>) const {
   throw Error(fmt::format("Optimizer::make_like: {} cannot be rebuilt over other parameters, which a sharded "
                           "strategy (ZeRO, FSDP) needs; use SGD or AdamW, or implement make_like",
                           type_name()));
@@ -112,7 +170,55 @@ StateDict Optimizer::state_dict() const {
   for (size_t i = 0; i < params_.size(); ++i)
     for (size_t k = 0; k < state_[i].size(); ++k)
       out.emplace_back(fmt::format("state.{}.{}", i, slots_[k].name), state_[i][k]);
+  if (!has_group_settings()) return out;
+  for (size_t g = 0; g < groups_.size(); ++g)
+    for (const auto& [name, value] : groups_[g].settings)
+      out.emplace_back(fmt::format("{}{}.{}", kGroupsPrefix, g, name),
+                       scalar_tensor(name == "lr" ? group_lr(g) : value, DType::f64));
+  for (size_t i = 0; i < params_.size(); ++i)
+    out.emplace_back(fmt::format("{}{}", kMemberPrefix, i), scalar_tensor(static_cast<double>(group_of_[i]), DType::i64));
   return out;
+}
+
+void Optimizer::read_group_keys(const StateDict& state, std::vector<std::map<std::string, double>>& settings,
+                                std::vector<std::string>& problems) const {
+  settings.assign(groups_.size(), {});
+  std::vector<bool> member_seen(params_.size(), false);
+  for (const auto& [key, t] : state) {
+    if (key.rfind(kAnyGroupKey, 0) != 0) continue;
+    size_t index = 0;
+    std::string name;
+    if (key.rfind(kGroupsPrefix, 0) == 0) {
+      const std::string rest = key.substr(std::string(kGroupsPrefix).size());
+      const auto [end, ec] = std::from_chars(rest.data(), rest.data() + rest.size(), index);
+      const bool parsed = ec == std::errc() && end != rest.data() && *end == '.';
+      name = parsed ? std::string(end + 1, rest.data() + rest.size()) : "";
+      if (!parsed || index >= groups_.size() || !groups_[index].settings.count(name) || t.dim() != 0)
+        problems.push_back(fmt::format("unexpected key '{}'", key));
+      else
+        settings[index][name] = t.item();
+    } else if (key.rfind(kMemberPrefix, 0) == 0) {
+      const std::string rest = key.substr(std::string(kMemberPrefix).size());
+      const auto [end, ec] = std::from_chars(rest.data(), rest.data() + rest.size(), index);
+      if (ec != std::errc() || end != rest.data() + rest.size() || index >= params_.size() || t.dim() != 0) {
+        problems.push_back(fmt::format("unexpected key '{}'", key));
+        continue;
+      }
+      member_seen[index] = true;
+      const double saved = t.item();
+      if (saved != static_cast<double>(group_of_[index]))
+        problems.push_back(fmt::format("parameter {} is in group {} here but in group {} in the state", index,
+                                       group_of_[index], saved));
+    } else {
+      problems.push_back(fmt::format("unexpected key '{}'", key));
+    }
+  }
+  if (!has_group_settings()) return;
+  for (size_t g = 0; g < groups_.size(); ++g)
+    for (const auto& [name, value] : groups_[g].settings)
+      if (!settings[g].count(name)) problems.push_back(fmt::format("missing key '{}{}.{}'", kGroupsPrefix, g, name));
+  for (size_t i = 0; i < params_.size(); ++i)
+    if (!member_seen[i]) problems.push_back(fmt::format("missing key '{}{}'", kMemberPrefix, i));
 }
 
 void Optimizer::load_state_dict(const StateDict& state) {
@@ -123,6 +229,7 @@ void Optimizer::load_state_dict(const StateDict& state) {
   for (const auto& [key, t] : state) {
     if (!t.defined()) throw Error(fmt::format("load_state_dict: '{}' is an undefined tensor", key));
     if (!keys.insert(key).second) throw Error(fmt::format("load_state_dict: key '{}' appears twice", key));
+    if (key.rfind(kAnyGroupKey, 0) == 0) continue;  // read_group_keys reads these
     if (key == "lr") {
       if (t.dim() != 0) mis_shaped.push_back(fmt::format("lr: optimizer [], state {}", shape_str(t.shape())));
       else lr = &t;
@@ -153,16 +260,26 @@ void Optimizer::load_state_dict(const StateDict& state) {
       if (!entries[k] && !keys.count(fmt::format("state.{}.{}", index, slots_[k].name)))
         missing.push_back(fmt::format("state.{}.{}", index, slots_[k].name));
 
-  if (!missing.empty() || !unexpected.empty() || !mis_shaped.empty()) {
+  std::vector<std::map<std::string, double>> group_settings;
+  std::vector<std::string> group_problems;
+  read_group_keys(state, group_settings, group_problems);
+
+  if (!missing.empty() || !unexpected.empty() || !mis_shaped.empty() || !group_problems.empty()) {
     std::vector<std::string> parts;
     if (!missing.empty()) parts.push_back(fmt::format("missing keys [{}]", join(missing)));
     if (!unexpected.empty()) parts.push_back(fmt::format("unexpected keys [{}]", join(unexpected)));
     if (!mis_shaped.empty()) parts.push_back(fmt::format("mis-shaped keys [{}]", join(mis_shaped)));
+    if (!group_problems.empty()) parts.push_back(fmt::format("parameter groups: {}", join(group_problems)));
     throw Error(fmt::format("load_state_dict: the state does not fit this {}: {}", type_name(), join(parts, "; ")));
   }
 
   NoGradGuard no_grad;
   set_lr(lr->item());
+  for (size_t g = 0; g < groups_.size(); ++g)
+    for (const auto& [name, value] : group_settings[g]) {
+      groups_[g].settings[name] = value;
+      if (name == "lr" && lr_ > 0.0) groups_[g].lr_ratio = value / lr_;
+    }
   for (size_t i = 0; i < params_.size(); ++i) {
     state_[i].clear();
     auto it = found.find(i);

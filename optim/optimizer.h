@@ -2,11 +2,13 @@
 // parameter's named state, which it saves and loads as a flat list of (name, tensor).
 #pragma once
 
+#include <map>
 #include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "optim/param_group.h"
 #include "tensor/tensor.h"
 
 namespace accel::optim {
@@ -34,17 +36,29 @@ class Optimizer {
   Optimizer& operator=(const Optimizer&) = delete;
 
   virtual std::string type_name() const = 0;
-  // An optimizer of the same kind and settings (its current lr included) over other parameters, with
-  // fresh state: a sharded strategy runs the user's optimizer this way over its flat shards. The
-  // base throws, naming the type; SGD and AdamW implement it.
-  virtual std::shared_ptr<Optimizer> make_like(std::vector<Tensor> params) const;
+  // An optimizer of the same kind and settings (its current lr included) over other parameters in
+  // groups of their own settings, with fresh state: a sharded strategy runs the user's optimizer this
+  // way over slices of its flat shards. The base throws, naming the type; SGD and AdamW implement it.
+  virtual std::shared_ptr<Optimizer> make_like(std::vector<ParamGroup> groups) const;
   // Updates every parameter that has a grad; parameters without one are left alone, state and all.
   // With a step hook installed (below), the hook decides what a step is.
   void step();
 
+  // The optimizer's lr; a group with an lr of its own runs at group_lr(g).
   double lr() const { return lr_; }
   void set_lr(double lr);
-  const std::vector<Tensor>& params() const { return params_; }
+  const std::vector<Tensor>& params() const { return params_; }  // every group's, in group order
+
+  // --- parameter groups -----------------------------------------------------------------------
+  size_t num_groups() const { return groups_.size(); }
+  size_t group_of(size_t param) const { return group_of_[param]; }
+  // The settings group g was given (not the ones it takes from the optimizer).
+  const std::map<std::string, double>& group_settings(size_t g) const { return groups_[g].settings; }
+  double group_lr(size_t g) const { return lr_ * groups_[g].lr_ratio; }
+  // Group g's value of an option: its own setting, else the optimizer's (fallback).
+  double group_setting(size_t g, const std::string& name, double fallback) const;
+  // More than one group, or a group with settings of its own: the optimizer is not uniform.
+  bool has_group_settings() const;
   // Drops every parameter's grad (set_to_none) or zeroes it in place; with a step hook, the hook
   // decides.
   void zero_grad(bool set_to_none = true);
@@ -60,10 +74,14 @@ class Optimizer {
   void clear_grads(bool set_to_none);
 
   // "lr" (0-d f64), then "state.<i>.<slot>" for each parameter i that has state, in parameter order;
-  // counts such as "step" are 0-d i64 tensors. The tensors are the live ones, not copies.
+  // counts such as "step" are 0-d i64 tensors. The tensors are the live ones, not copies. With groups
+  // (has_group_settings), also "param_groups.<g>.<setting>" (0-d f64; "lr" is the group's lr) and
+  // "param_group.<i>" (0-d i64, parameter i's group), which a checkpoint keys by parameter name.
   StateDict state_dict() const;
-  // Restores a state_dict() of an optimizer of the same kind over parameters of the same shapes.
-  // Throws one Error naming every missing, unexpected and mis-shaped key, and then changes nothing.
+  // Restores a state_dict() of an optimizer of the same kind over parameters of the same shapes, and
+  // the groups' settings (as PyTorch restores its param_groups' hyperparameters). Throws one Error
+  // naming every missing, unexpected and mis-shaped key, or a parameter now in another group than the
+  // state's, and then changes nothing.
   void load_state_dict(const StateDict& state);
 
  protected:
@@ -74,6 +92,9 @@ class Optimizer {
     bool is_count = false;
   };
   Optimizer(std::vector<Tensor> params, double lr, std::vector<Slot> slots);
+  // setting_names: the options a group may set ("lr" is always one). Throws accel::Error for an empty
+  // group, a parameter in two groups, an unknown or negative setting, or a group lr with lr 0.
+  Optimizer(std::vector<ParamGroup> groups, double lr, std::vector<Slot> slots, std::vector<std::string> setting_names);
 
   // The update itself: step() runs it, or a step hook through apply_update().
   virtual void update() = 0;
@@ -88,7 +109,20 @@ class Optimizer {
  private:
   Tensor new_state(const Slot& slot, const Tensor& param) const;
 
+  struct Group {
+    std::map<std::string, double> settings;
+    double lr_ratio = 1.0;  // the group's lr / the optimizer's, fixed when it is given
+  };
+  void check_params() const;
+  void check_groups(const std::vector<std::string>& setting_names) const;
+  // The group keys of a state dict checked against this optimizer's groups; their values go in
+  // settings (by group) and mismatches in problems.
+  void read_group_keys(const StateDict& state, std::vector<std::map<std::string, double>>& settings,
+                       std::vector<std::string>& problems) const;
+
   std::vector<Tensor> params_;
+  std::vector<Group> groups_;
+  std::vector<size_t> group_of_;  // by parameter
   double lr_;
   std::vector<Slot> slots_;
   std::vector<std::vector<Tensor>> state_;  // state_[i][slot], empty until param i's first update

@@ -19,15 +19,22 @@ struct SGDOptions {
 class SGD : public Optimizer {
  public:
   SGD(std::vector<Tensor> params, const SGDOptions& options);
+  // Groups may set lr, weight_decay and dampening; momentum and nesterov are the optimizer's, since
+  // they decide which state every parameter keeps.
+  SGD(std::vector<ParamGroup> groups, const SGDOptions& options);
 
   std::string type_name() const override { return "SGD"; }
-  std::shared_ptr<Optimizer> make_like(std::vector<Tensor> params) const override;
+  std::shared_ptr<Optimizer> make_like(std::vector<ParamGroup> groups) const override;
   const SGDOptions& options() const { return options_; }
 
  protected:
   void update() override;
 
  private:
+  static std::vector<Slot> sgd_slots(const SGDOptions& options);
+  void check_options() const;
+  SGDOptions group_options(size_t g) const;
+
   SGDOptions options_;
 };
 

@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include <map>
 #include <set>
 
 #include "kernels/error.h"
@@ -104,6 +105,42 @@ void read_fsdp(const YAML::Node& block, const std::string& source, AccelerateTra
   out.accel_keys["fsdp_sharding_strategy"] = node;
 }
 
+// fp8_config: the Transformer Engine recipe's keys under accel's fp8_* names. Both spellings of the
+// history and algorithm keys count: `accelerate config` writes amax_history_length and
+// amax_compute_algorithm, while `accelerate launch` and TERecipeKwargs use amax_history_len and
+// amax_compute_algo. What accel cannot honour is refused rather than silently changed.
+void read_fp8(const YAML::Node& block, const std::string& source, AccelerateTranslation& out) {
+  static const std::map<std::string, std::string> kRecipeKeys = {
+      {"fp8_format", "fp8_format"},
+      {"margin", "fp8_margin"},
+      {"amax_history_len", "fp8_amax_history_len"},
+      {"amax_history_length", "fp8_amax_history_len"},
+      {"amax_compute_algo", "fp8_amax_compute_algo"},
+      {"amax_compute_algorithm", "fp8_amax_compute_algo"}};
+  for (const auto& [key, value] : entries(block, source)) {
+    if (value.IsNull()) continue;
+    const std::string text = scalar_or_empty(value);
+    if (const auto it = kRecipeKeys.find(key); it != kRecipeKeys.end()) {
+      const YAML::Node& keys = out.accel_keys;  // const: looking a key up must not add it
+      if (keys[it->second])
+        fail(source, value, fmt::format("fp8_config.{} sets {} a second time", key, it->second));
+      out.accel_keys[it->second] = value;
+    } else if (key == "backend") {
+      if (text != "TE" && text != "te")
+        fail(source, value, fmt::format("fp8_config.backend '{}' has no equivalent in accel, whose fp8 is Transformer "
+                                        "Engine's delayed scaling; expected TE",
+                                        text));
+    } else if (key == "interval") {
+      if (text != "1")
+        fail(source, value, fmt::format("fp8_config.interval {} is not supported: accel recomputes the fp8 scales "
+                                        "every step; expected 1",
+                                        text));
+    } else {
+      out.ignored_keys.push_back("fp8_config." + key);
+    }
+  }
+}
+
 }  // namespace
 
 bool is_accelerate_config(const YAML::Node& root) {
@@ -120,6 +157,8 @@ AccelerateTranslation translate_accelerate_config(const YAML::Node& root, const 
     if (same_keys().count(key)) {
       if (value.IsNull()) continue;  // Accelerate writes `main_process_ip: null` for "not set"
       out.accel_keys[key] = value;
+    } else if (key == "fp8_config" && (value.IsMap() || value.IsNull())) {
+      if (value.IsMap()) read_fp8(value, source, out);
     } else if (key == block && value.IsMap()) {
       if (key == "deepspeed_config") read_deepspeed(value, source, out);
       else read_fsdp(value, source, out);

@@ -22,7 +22,9 @@ struct AccelerateTranslation {
 // mixed_precision, debug and gradient_accumulation_steps; deepspeed_config.zero_stage (and its
 // gradient_accumulation_steps) when distributed_type is DEEPSPEED; fsdp_config.fsdp_sharding_strategy
 // (a name or Accelerate's 1-4; FSDP2's fsdp_reshard_after_forward true/false as FULL_SHARD/SHARD_GRAD_OP)
-// when it is FSDP. null values count as absent; every other key is ignored and listed. A key twice, a
+// when it is FSDP; fp8_config's fp8_format, margin, amax_history_len (or _length) and amax_compute_algo
+// (or _algorithm) as accel's fp8_* keys, with backend TE and interval 1 the only values accepted. null
+// values count as absent; every other key is ignored and listed. A key twice, a
 // compute_environment other than LOCAL_MACHINE, or a distributed_type accel has no equivalent for
 // (TPU, XLA, MEGATRON_LM, other device types) throws accel::Error naming the file, line and value.
 AccelerateTranslation translate_accelerate_config(const YAML::Node& root, const std::string& source);

@@ -13,13 +13,18 @@ namespace accel {
 
 namespace {
 
-constexpr std::array<EnvironmentAlias, 6> kAliases{{
+constexpr std::array<EnvironmentAlias, 10> kAliases{{
     {"ACCELERATE_MIXED_PRECISION", "ACCEL_MIXED_PRECISION", nullptr, ""},
     {"ACCELERATE_GRADIENT_ACCUMULATION_STEPS", "ACCEL_GRADIENT_ACCUMULATION_STEPS", nullptr, ""},
     {"ACCELERATE_USE_CPU", "ACCEL_USE_CPU", nullptr, "switch"},
     {"ACCELERATE_DEBUG_MODE", "ACCEL_DEBUG", nullptr, "switch"},
     {"ACCELERATE_DEEPSPEED_ZERO_STAGE", "ACCEL_ZERO_STAGE", "ACCELERATE_USE_DEEPSPEED", ""},
     {"FSDP_SHARDING_STRATEGY", "ACCEL_FSDP_SHARDING_STRATEGY", "ACCELERATE_USE_FSDP", "fsdp"},
+    // TERecipeKwargs reads these; it upper-cases the format and lower-cases the algorithm first.
+    {"ACCELERATE_FP8_FORMAT", "ACCEL_FP8_FORMAT", nullptr, "upper"},
+    {"ACCELERATE_FP8_MARGIN", "ACCEL_FP8_MARGIN", nullptr, ""},
+    {"ACCELERATE_FP8_AMAX_HISTORY_LEN", "ACCEL_FP8_AMAX_HISTORY_LEN", nullptr, ""},
+    {"ACCELERATE_FP8_AMAX_COMPUTE_ALGO", "ACCEL_FP8_AMAX_COMPUTE_ALGO", nullptr, "lower"},
 }};
 
 std::optional<std::string> value_of(const EnvironmentVariables& env, const std::string& name) {
@@ -43,6 +48,12 @@ std::string spelled_for_accel(const EnvironmentAlias& alias, const std::string& 
     if (const std::optional<bool> on = accelerate_switch(text)) return *on ? "true" : "false";
   } else if (std::string(alias.kind) == "fsdp") {
     if (const std::optional<std::string> name = accelerate_sharding_strategy(text)) return *name;
+  } else if (std::string(alias.kind) == "upper" || std::string(alias.kind) == "lower") {
+    const bool upper = std::string(alias.kind) == "upper";
+    std::string cased = text;
+    std::transform(cased.begin(), cased.end(), cased.begin(),
+                   [upper](unsigned char c) { return upper ? std::toupper(c) : std::tolower(c); });
+    return cased;
   }
   return text;
 }

@@ -19,13 +19,15 @@ struct EnvironmentAlias {
   // Accelerate reads it only when this switch is on (ACCELERATE_USE_DEEPSPEED for the ZeRO stage);
   // nullptr: always.
   const char* needs_switch;
-  // "switch": a yes/no value, which Python writes True/False; "fsdp": a sharding strategy, name or number.
+  // "switch": a yes/no value, which Python writes True/False; "fsdp": a sharding strategy, name or number;
+  // "upper"/"lower": a name Accelerate reads in any case, passed on in the case accel's names use.
   const char* kind;
 };
 
 // ACCELERATE_MIXED_PRECISION, ACCELERATE_GRADIENT_ACCUMULATION_STEPS, ACCELERATE_USE_CPU,
 // ACCELERATE_DEBUG_MODE (-> ACCEL_DEBUG), ACCELERATE_DEEPSPEED_ZERO_STAGE (with ACCELERATE_USE_DEEPSPEED,
-// -> ACCEL_ZERO_STAGE) and FSDP_SHARDING_STRATEGY (with ACCELERATE_USE_FSDP).
+// -> ACCEL_ZERO_STAGE), FSDP_SHARDING_STRATEGY (with ACCELERATE_USE_FSDP), and fp8's recipe:
+// ACCELERATE_FP8_FORMAT, _MARGIN, _AMAX_HISTORY_LEN and _AMAX_COMPUTE_ALGO.
 std::span<const EnvironmentAlias> accelerate_environment_aliases();
 
 // A setting's variable as read: the value, spelled as accel reads it, and the name it came from.

@@ -18,6 +18,19 @@ namespace accel {
 namespace {
 
 constexpr const char* kPrefix = "state.";
+constexpr const char* kGroupPrefix = "param_group.";  // "param_group.<i>": parameter i's group
+
+// The <i> or <name> of "param_group.<i|name>"; false for any other key.
+bool group_member_key(const std::string& key, std::string& middle) {
+  if (key.rfind(kGroupPrefix, 0) != 0 || key.size() == std::string(kGroupPrefix).size()) return false;
+  middle = key.substr(std::string(kGroupPrefix).size());
+  return true;
+}
+
+bool parse_index(const std::string& text, size_t limit, size_t& index) {
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), index);
+  return ec == std::errc() && end == text.data() + text.size() && index < limit;
+}
 
 // Splits "state.<middle>.<slot>"; false for any other key.
 bool split_key(const std::string& key, std::string& middle, std::string& slot) {
@@ -49,12 +62,13 @@ optim::StateDict name_optimizer_state(const optim::StateDict& by_index, const st
   for (const auto& [key, t] : by_index) {
     std::string middle, slot;
     size_t index = 0;
-    if (split_key(key, middle, slot)) {
-      const auto [end, ec] = std::from_chars(middle.data(), middle.data() + middle.size(), index);
-      if (ec == std::errc() && end == middle.data() + middle.size() && index < names.size()) {
-        out.emplace_back(kPrefix + names[index] + "." + slot, t);
-        continue;
-      }
+    if (split_key(key, middle, slot) && parse_index(middle, names.size(), index)) {
+      out.emplace_back(kPrefix + names[index] + "." + slot, t);
+      continue;
+    }
+    if (group_member_key(key, middle) && parse_index(middle, names.size(), index)) {
+      out.emplace_back(kGroupPrefix + names[index], t);
+      continue;
     }
     out.emplace_back(key, t);  // "lr" and the like
   }
@@ -70,6 +84,15 @@ optim::StateDict index_optimizer_state(const optim::StateDict& by_name, const st
   std::set<std::string> all_slots;
   for (const auto& [key, t] : by_name) {
     std::string name, slot;
+    if (group_member_key(key, name)) {
+      const auto it = index_of.find(name);
+      if (it == index_of.end())
+        throw Error(fmt::format("load_state: {}: key '{}' is the parameter group of a parameter '{}' that this "
+                                "optimizer does not have; is this a checkpoint of another model?",
+                                source, key, name));
+      out.emplace_back(fmt::format("{}{}", kGroupPrefix, it->second), t);
+      continue;
+    }
     if (!split_key(key, name, slot)) {
       out.emplace_back(key, t);
       continue;

@@ -1,6 +1,7 @@
 // An optimizer's state keyed by parameter name ("state.fc1.weight.exp_avg") instead of by position
 // ("state.0.exp_avg"), so that a checkpoint survives a change of the model code that reorders or adds
-// parameters. The optimizer itself keeps its positional keys; these convert at the checkpoint.
+// parameters. A parameter's group ("param_group.<i>") is keyed by its name the same way. The optimizer
+// itself keeps its positional keys; these convert at the checkpoint.
 #pragma once
 
 #include <string>

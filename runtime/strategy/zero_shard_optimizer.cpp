@@ -35,7 +35,7 @@ std::map<size_t, std::vector<std::pair<std::string, Tensor>>> by_index(const opt
 
 ShardOptimizer::ShardOptimizer(optim::Optimizer& user, std::vector<const FlatUnit*> units, std::vector<Tensor> shards,
                                const std::string& strategy)
-    : user_(user), units_(std::move(units)) {
+    : user_(user), units_(std::move(units)), shards_(std::move(shards)) {
   std::unordered_map<const TensorImpl*, Place> where;
   for (size_t u = 0; u < units_.size(); ++u)
     for (size_t j = 0; j < units_[u]->params().size(); ++j) where[units_[u]->params()[j].impl()] = {u, j};
@@ -54,7 +54,52 @@ ShardOptimizer::ShardOptimizer(optim::Optimizer& user, std::vector<const FlatUni
       throw Error(fmt::format("Accelerator::prepare: the optimizer holds {} of the {} parameters of {} unit '{}'; "
                               "a unit's parameters are updated together, so one optimizer must hold all of them",
                               covered[u], units_[u]->params().size(), strategy, units_[u]->name()));
-  shard_optimizer_ = user.make_like(std::move(shards));
+  cut_segments();
+  build_shard_optimizer();
+}
+
+void ShardOptimizer::cut_segments() {
+  std::unordered_map<const TensorImpl*, size_t> user_index;
+  for (size_t i = 0; i < user_.params().size(); ++i) user_index[user_.params()[i].impl()] = i;
+  NoGradGuard no_grad;
+  for (size_t u = 0; u < units_.size(); ++u) {
+    const FlatUnit& unit = *units_[u];
+    const int64_t lo = unit.shard_offset(), hi = lo + unit.shard_numel();
+    const size_t first = segments_.size();
+    for (size_t j = 0; j < unit.params().size(); ++j) {
+      const int64_t begin = std::max(lo, unit.offset_of(j));
+      const int64_t end = std::min(hi, unit.offset_of(j) + unit.params()[j].numel());
+      const size_t group = user_.group_of(user_index.at(unit.params()[j].impl()));
+      if (begin >= end) continue;
+      if (segments_.size() > first && segments_.back().group == group)
+        segments_.back().length = end - lo - segments_.back().start;
+      else
+        segments_.push_back({u, begin - lo, end - begin, group, Tensor()});
+    }
+    // The padding after the last parameter goes with the segment before it (its grad stays zero, so
+    // no update moves it); a shard of padding alone takes the unit's last parameter's group.
+    const size_t last_group = user_.group_of(user_index.at(unit.params().back().impl()));
+    if (segments_.size() == first) segments_.push_back({u, 0, 0, last_group, Tensor()});
+    segments_.back().length = unit.shard_numel() - segments_.back().start;
+    for (size_t k = first; k < segments_.size(); ++k) {
+      Segment& seg = segments_[k];
+      seg.tensor = nograd::narrow(shards_[u], 0, seg.start, seg.length);
+      seg.tensor.requires_grad_();
+    }
+  }
+}
+
+void ShardOptimizer::build_shard_optimizer() {
+  std::vector<optim::ParamGroup> groups;
+  segment_of_param_.clear();
+  for (size_t g = 0; g < user_.num_groups(); ++g) {
+    optim::ParamGroup group{{}, user_.group_settings(g)};
+    if (group.settings.count("lr")) group.settings["lr"] = user_.group_lr(g);  // its lr now, in the same ratio
+    for (size_t k = 0; k < segments_.size(); ++k)
+      if (segments_[k].group == g) group.params.push_back(segments_[k].tensor), segment_of_param_.push_back(k);
+    if (!group.params.empty()) groups.push_back(std::move(group));  // a group may lie on other ranks only
+  }
+  shard_optimizer_ = user_.make_like(std::move(groups));
 }
 
 int64_t ShardOptimizer::state_bytes() const {
@@ -65,13 +110,36 @@ int64_t ShardOptimizer::state_bytes() const {
 }
 
 void ShardOptimizer::step() {
+  NoGradGuard no_grad;
+  for (const Segment& seg : segments_) {
+    const Tensor& grad = shards_[seg.unit].grad();
+    seg.tensor.set_grad(grad.defined() ? nograd::narrow(grad, 0, seg.start, seg.length) : Tensor());
+  }
   shard_optimizer_->set_lr(user_.lr());
   shard_optimizer_->apply_update();
 }
 
+std::map<size_t, std::vector<std::pair<std::string, Tensor>>> ShardOptimizer::unit_shard_state() const {
+  std::map<size_t, std::vector<std::pair<std::string, Tensor>>> out;
+  for (const auto& [i, slots] : by_index(shard_optimizer_->state_dict())) {
+    const Segment& seg = segments_[segment_of_param_[i]];
+    auto& unit_slots = out[seg.unit];
+    for (const auto& [slot, t] : slots) {
+      auto found = std::find_if(unit_slots.begin(), unit_slots.end(), [&](const auto& e) { return e.first == slot; });
+      if (found == unit_slots.end()) {
+        const int64_t n = units_[seg.unit]->shard_numel();
+        unit_slots.emplace_back(slot, t.dim() == 0 ? nograd::clone(t) : zeros({n}, t.dtype(), t.device()));
+        found = unit_slots.end() - 1;
+      }
+      if (t.dim() != 0) nograd::copy_(nograd::narrow(found->second, 0, seg.start, seg.length), t);
+    }
+  }
+  return out;
+}
+
 optim::StateDict ShardOptimizer::full_state_dict(Communicator& comm) const {
   NoGradGuard no_grad;
-  const auto shard_state = by_index(shard_optimizer_->state_dict());
+  const auto shard_state = unit_shard_state();
   // Each unit's slots gathered to full flat tensors, in unit order on every rank.
   std::map<size_t, std::vector<std::pair<std::string, Tensor>>> gathered;
   for (const auto& [u, slots] : shard_state) {
@@ -96,6 +164,8 @@ optim::StateDict ShardOptimizer::full_state_dict(Communicator& comm) const {
       out.emplace_back(fmt::format("state.{}.{}", i, slot), value);
     }
   }
+  for (const auto& [key, t] : user_.state_dict())  // the groups' settings and memberships, from the user's
+    if (key.rfind("param_group", 0) == 0) out.emplace_back(key, t);
   return out;
 }
 
@@ -125,17 +195,28 @@ void ShardOptimizer::load_full_state_dict(const optim::StateDict& state) {
       nograd::copy_(view, t);
     }
   }
-  optim::StateDict shard_state;
-  double lr = user_.lr();
+  // The lr and the groups' settings go to the user's optimizer (which checks the memberships), and a
+  // shard optimizer at those settings takes each segment's part of the state.
+  optim::StateDict user_state;
+  bool has_lr = false;
   for (const auto& [key, t] : state)
-    if (key == "lr") lr = t.item();
-  shard_state.emplace_back("lr", scalar_tensor(lr, DType::f64));
-  for (const auto& [u, slots] : flat)
-    for (const auto& [slot, t] : slots)
-      shard_state.emplace_back(fmt::format("state.{}.{}", u, slot),
-                               t.dim() == 0 ? t : nograd::clone(units_[u]->shard_of(t)));
+    if (key == "lr" || key.rfind("param_group", 0) == 0) user_state.emplace_back(key, t), has_lr |= key == "lr";
+  if (!has_lr) user_state.emplace_back("lr", scalar_tensor(user_.lr(), DType::f64));
+  user_.load_state_dict(user_state);
+  build_shard_optimizer();
+  optim::StateDict shard_state;
+  for (const auto& [key, t] : shard_optimizer_->state_dict())
+    if (key == "lr" || key.rfind("param_group", 0) == 0) shard_state.emplace_back(key, t);
+  for (size_t i = 0; i < segment_of_param_.size(); ++i) {
+    const Segment& seg = segments_[segment_of_param_[i]];
+    const auto it = flat.find(seg.unit);
+    if (it == flat.end()) continue;
+    for (const auto& [slot, t] : it->second)
+      shard_state.emplace_back(
+          fmt::format("state.{}.{}", i, slot),
+          t.dim() == 0 ? t : nograd::clone(nograd::narrow(units_[seg.unit]->shard_of(t), 0, seg.start, seg.length)));
+  }
   shard_optimizer_->load_state_dict(shard_state);
-  user_.set_lr(lr);
 }
 
 }  // namespace accel

@@ -1,9 +1,12 @@
 // ShardOptimizer: the user's optimizer run on this rank's shards only (ZeRO stage 1). It is an
-// optimizer of the same kind and settings (Optimizer::make_like) over one flat parameter per unit,
-// the rank's slice of the unit, so its state (momentum, Adam's moments) exists for 1/N of the model.
+// optimizer of the same kind and settings (Optimizer::make_like) over the rank's slice of each unit,
+// so its state (momentum, Adam's moments) exists for 1/N of the model. Where the user's optimizer has
+// parameter groups, a unit's slice is cut into segments that each lie in one group (a slice can span
+// a decayed weight and an undecayed bias); without groups each slice is one segment.
 // The user keeps calling step() on their own optimizer, which never holds state itself.
 #pragma once
 
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -43,10 +46,27 @@ class ShardOptimizer {
     size_t unit = 0;
     size_t index = 0;
   };
+  // Elements [start, start + length) of unit's shard, all of one user group: a view of the shard
+  // that the shard optimizer updates as one parameter.
+  struct Segment {
+    size_t unit = 0;
+    int64_t start = 0, length = 0;
+    size_t group = 0;
+    Tensor tensor;
+  };
+
+  void cut_segments();
+  // A new shard optimizer over the segments, at the user's current settings (fresh state).
+  void build_shard_optimizer();
+  // Per unit and slot, shard-sized state assembled from the segments' (a count taken once).
+  std::map<size_t, std::vector<std::pair<std::string, Tensor>>> unit_shard_state() const;
 
   optim::Optimizer& user_;
   std::vector<const FlatUnit*> units_;
+  std::vector<Tensor> shards_;
+  std::vector<Segment> segments_;
   std::shared_ptr<optim::Optimizer> shard_optimizer_;
+  std::vector<size_t> segment_of_param_;  // the shard optimizer's parameters lie in group order
   std::vector<Place> places_;  // per user parameter
 };
 

@@ -43,6 +43,12 @@ std::shared_ptr<optim::Optimizer> make_optimizer(const std::string& kind, const 
   if (kind == "sgd") return std::make_shared<optim::SGD>(params, optim::SGDOptions{.lr = 0.05, .momentum = 0.9});
   if (kind == "adamw")
     return std::make_shared<optim::AdamW>(params, optim::AdamWOptions{.lr = 3e-3, .weight_decay = 0.01});
+  if (kind == "adamw_groups") {  // GPT-2's split: 2-D weights decayed; biases undecayed, at twice the lr
+    optim::ParamGroup decayed{{}, {{"weight_decay", 0.1}}}, other{{}, {{"weight_decay", 0.0}, {"lr", 6e-3}, {"beta2", 0.95}}};
+    for (const Tensor& p : params) (p.dim() >= 2 ? decayed : other).params.push_back(p);
+    return std::make_shared<optim::AdamW>(std::vector<optim::ParamGroup>{decayed, other},
+                                          optim::AdamWOptions{.lr = 3e-3});
+  }
   throw Error("make_optimizer: unknown kind " + kind);
 }
 

@@ -31,6 +31,8 @@ struct Spec {
   int64_t inject_inf_at = -1;  // a step whose grads get an inf on the last rank (fp16: skipped)
   bool async = false;          // save in the background, and train on while it writes
   int64_t max_shard_bytes = int64_t{10} << 30;
+  int zero_stage = 0;
+  bool param_groups = false;   // AdamW with GPT-2's decay split (tests/ddp/support.cpp)
 };
 
 // What a run leaves behind to compare.
@@ -53,6 +55,14 @@ std::shared_ptr<nn::Sequential> make_model(uint64_t seed) {
   return model;
 }
 
+// The full weights, gathered where ZeRO-3 shards them (its parameters hold no data between steps).
+std::vector<double> full_weights(const Accelerator& accelerator, const nn::Module& model) {
+  std::vector<double> out;
+  for (const auto& [name, t] : accelerator.get_state_dict(model))
+    for (double v : nograd::to_dtype(nograd::contiguous(t), DType::f64).to_vector<double>()) out.push_back(v);
+  return out;
+}
+
 std::vector<double> flat(const optim::StateDict& state) {
   std::vector<double> out;
   for (const auto& [k, t] : state)
@@ -67,9 +77,13 @@ Trace run(const Spec& spec, int64_t from, int64_t until, const std::string& save
   AcceleratorOptions o = options();
   o.mixed_precision = spec.mixed_precision;
   o.gradient_accumulation_steps = spec.accumulation;
+  if (spec.zero_stage > 0)
+    o.deepspeed_plugin = DeepSpeedPlugin{.zero_stage = spec.zero_stage, .gradient_accumulation_steps = std::nullopt};
   Accelerator accelerator(o);
   auto model = make_model(seed);
-  auto optimizer = std::make_shared<optim::AdamW>(model->parameters(), optim::AdamWOptions{.lr = 3e-3});
+  auto optimizer = spec.param_groups
+                       ? make_optimizer("adamw_groups", model->parameters())
+                       : std::make_shared<optim::AdamW>(model->parameters(), optim::AdamWOptions{.lr = 3e-3});
   optim::LRScheduler schedule = optim::LRScheduler::cosine(*optimizer, 2, 40, 1e-4);
   DataLoader loader(regression_data(96), {.batch_size = 4, .shuffle = true, .seed = 5});
   auto [net, opt, data] = accelerator.prepare(model, optimizer, loader);
@@ -100,7 +114,7 @@ Trace run(const Spec& spec, int64_t from, int64_t until, const std::string& save
   if (!save_dir.empty()) {
     accelerator.save_state(save_dir, {.async = spec.async, .max_shard_bytes = spec.max_shard_bytes});
     Trace saved = trace;
-    saved.weights = weights_of(*net);
+    saved.weights = full_weights(accelerator, *net);
     saved.optimizer_state = flat(opt->state_dict());
     saved.loss_scale = accelerator.loss_scaler() ? accelerator.loss_scaler()->scale() : 0;
     if (spec.async) {
@@ -113,7 +127,7 @@ Trace run(const Spec& spec, int64_t from, int64_t until, const std::string& save
     }
     return saved;
   }
-  trace.weights = weights_of(*net);
+  trace.weights = full_weights(accelerator, *net);
   trace.optimizer_state = flat(opt->state_dict());
   trace.loss_scale = accelerator.loss_scaler() ? accelerator.loss_scaler()->scale() : 0;
   return trace;
@@ -164,6 +178,13 @@ TEST_CASE("exact resume: gradient accumulation saved at a window boundary") {
 
 TEST_CASE("exact resume: an async save holds the state of its step while training goes on") {
   check_exact_resume({.async = true}, 7);
+}
+
+TEST_CASE("exact resume: parameter groups, replicated and under ZeRO stages 1 and 3 (state gathered and re-cut)") {
+  for (const int stage : {0, 1, 3}) {
+    INFO("zero stage ", stage);
+    check_exact_resume({.zero_stage = stage, .param_groups = true}, 7);
+  }
 }
 
 TEST_CASE("exact resume: a model beyond max_shard_bytes is written as Hugging Face shards with an index") {

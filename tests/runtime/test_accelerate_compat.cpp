@@ -194,6 +194,67 @@ TEST_CASE("Accelerate files: FSDP2's reshard flag, a block of another distribute
                        doctest::Contains("a.yaml:2: unknown key 'gpu_ids'"), Error);
 }
 
+TEST_CASE("an Accelerate fp8 config: fp8_config's recipe keys read under both of Accelerate's spellings") {
+  const ConfigFile c = load_config(kFixtures + "/accelerate/fp8.yaml");
+  CHECK(c.mixed_precision == MixedPrecision::fp8);
+  CHECK(c.fp8_format == fp8::Format::e4m3);
+  CHECK(c.fp8_margin == 1);
+  CHECK(c.fp8_amax_history_len == 16);
+  CHECK(c.fp8_amax_compute_algo == fp8::AmaxAlgorithm::most_recent);
+  CHECK(c.origin.ignored_keys == std::vector<std::string>{
+      "downcast_bf16", "enable_cpu_affinity", "fp8_config.override_linear_precision",
+      "fp8_config.use_autocast_during_eval", "gpu_ids", "main_training_function", "rdzv_backend", "same_network",
+      "tpu_env", "tpu_use_cluster", "tpu_use_sudo"});
+
+  // `accelerate launch` and TERecipeKwargs spell two keys shorter; a null block is no block.
+  ConfigFile short_names = parse_config(
+      "distributed_type: NO\nfp8_config:\n  amax_history_len: 8\n  amax_compute_algo: max\n  backend: te\n", "a.yaml");
+  CHECK(short_names.fp8_amax_history_len == 8);
+  CHECK(short_names.fp8_amax_compute_algo == fp8::AmaxAlgorithm::max);
+  CHECK(short_names.origin.ignored_keys.empty());
+  CHECK(parse_config("distributed_type: NO\nfp8_config: null\n", "a.yaml").fp8_amax_history_len == 1024);
+
+  // What accel cannot honour is refused, naming the line and the value; accel's own checks apply.
+  CHECK_THROWS_WITH_AS(parse_config("distributed_type: NO\nfp8_config:\n  backend: MSAMP\n", "a.yaml"),
+                       "a.yaml:3: fp8_config.backend 'MSAMP' has no equivalent in accel, whose fp8 is Transformer "
+                       "Engine's delayed scaling; expected TE",
+                       Error);
+  CHECK_THROWS_WITH_AS(parse_config("distributed_type: NO\nfp8_config:\n  interval: 4\n", "a.yaml"),
+                       "a.yaml:3: fp8_config.interval 4 is not supported: accel recomputes the fp8 scales every "
+                       "step; expected 1",
+                       Error);
+  CHECK_THROWS_WITH_AS(
+      parse_config("distributed_type: NO\nfp8_config:\n  amax_history_len: 8\n  amax_history_length: 9\n", "a.yaml"),
+      "a.yaml:4: fp8_config.amax_history_length sets fp8_amax_history_len a second time", Error);
+  CHECK_THROWS_WITH_AS(parse_config("distributed_type: NO\nfp8_config:\n  amax_history_length: 0\n", "a.yaml"),
+                       doctest::Contains("a.yaml:3: fp8_amax_history_len must be an integer >= 1"), Error);
+  CHECK_THROWS_WITH_AS(parse_config("distributed_type: NO\nfp8_config:\n  fp8_format: E5M2\n", "a.yaml"),
+                       "a.yaml:3: fp8_format must be one of HYBRID, E4M3, got 'E5M2'", Error);
+}
+
+TEST_CASE("ACCELERATE_FP8_* variables give fp8's recipe, in the case Accelerate reads them; ACCEL_FP8_* wins") {
+  AcceleratorOptions o;
+  EffectiveSettings s = resolve_settings(o, env_of({{"ACCELERATE_MIXED_PRECISION", "fp8"},
+                                                    {"ACCELERATE_FP8_FORMAT", "e4m3"},
+                                                    {"ACCELERATE_FP8_MARGIN", "2"},
+                                                    {"ACCELERATE_FP8_AMAX_HISTORY_LEN", "32"},
+                                                    {"ACCELERATE_FP8_AMAX_COMPUTE_ALGO", "MOST_RECENT"}}));
+  CHECK(s.mixed_precision.value == MixedPrecision::fp8);
+  CHECK(s.fp8.format.value == fp8::Format::e4m3);
+  CHECK(s.fp8.format.source == "environment ACCELERATE_FP8_FORMAT");
+  CHECK(s.fp8.margin.value == 2);
+  CHECK(s.fp8.amax_history_len.value == 32);
+  CHECK(s.fp8.amax_history_len.source == "environment ACCELERATE_FP8_AMAX_HISTORY_LEN");
+  CHECK(s.fp8.amax_compute_algo.value == fp8::AmaxAlgorithm::most_recent);
+  CHECK(s.alias_notes.size() == 5);
+
+  s = resolve_settings(o, env_of({{"ACCELERATE_FP8_MARGIN", "2"}, {"ACCEL_FP8_MARGIN", "3"}}));
+  CHECK(s.fp8.margin.value == 3);
+  CHECK(s.fp8.margin.source == "environment ACCEL_FP8_MARGIN");
+  CHECK_THROWS_WITH_AS(resolve_settings(o, env_of({{"ACCELERATE_FP8_AMAX_HISTORY_LEN", "0"}})),
+                       doctest::Contains("ACCELERATE_FP8_AMAX_HISTORY_LEN"), Error);
+}
+
 TEST_CASE("estimate_memory: ZeRO's formulas for f32 Adam, and what accel holds beyond them") {
   const int64_t psi = 124'439'808;  // GPT-2 small
   MemoryEstimate m = estimate_memory(psi, 0, 1, MixedPrecision::no);

@@ -37,6 +37,13 @@ TEST_CASE("ZeRO stages 1 and 2 equal DDP in f32 over 20 steps, with and without 
   }
 }
 
+TEST_CASE("every stage equals DDP with an AdamW of two parameter groups (a shard spans both)") {
+  for (const int stage : {1, 2, 3}) {
+    INFO("rank ", world()->rank(), " of ", world()->size(), ", stage ", stage);
+    check_equal_to_ddp({.zero_stage = stage, .optimizer = "adamw_groups"}, 1e-6);
+  }
+}
+
 TEST_CASE("ZeRO stage 3 equals DDP in f32 over 20 steps, with and without accumulation, for each way of wrapping") {
   const std::vector<std::pair<std::string, AutoWrapPolicy>> policies{
       {"every Linear (the default)", {}},
