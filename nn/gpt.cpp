@@ -1,4 +1,5 @@
-// nn::GPT: construction with GPT-2's init, the GPT-2 presets, and the forward from token ids to logits.
+// nn::GPT: construction with GPT-2's init, the GPT-2 presets, the forward from token ids to logits, the
+// loss, and the tensor-parallel split.
 #include "nn/gpt.h"
 
 #include <fmt/format.h>
@@ -8,6 +9,11 @@
 
 #include "autograd/functions.h"
 #include "nn/init.h"
+#include "nn/loss.h"
+#include "nn/parallel/parallel_gpt_block.h"
+#include "nn/parallel/partition.h"
+#include "nn/parallel/tp_mappings.h"
+#include "nn/parallel/vocab_parallel_cross_entropy.h"
 #include "tensor/creation.h"
 #include "tensor/nograd/views.h"
 
@@ -82,14 +88,61 @@ Tensor GPT::forward_impl(const Tensor& idx) {
   if (T > config_.block_size)
     throw Error(fmt::format("GPT: sequence length {} exceeds block_size {}", T, config_.block_size));
   const Tensor positions = arange(T, DType::i64, idx.device());
-  Tensor x = (*drop_)((*wte_)(idx) + (*wpe_)(positions));  // [B, T, C] + [T, C]
-  x = (*ln_f_)((*blocks_)(x));
+  const Tensor tokens = tp_wte_ ? (*tp_wte_)(idx) : (*wte_)(idx);
+  const Tensor x = (*drop_)(tokens + (*wpe_)(positions));  // [B, T, C] + [T, C]
+  return head((*ln_f_)((*blocks_)(x)));
+}
+
+Tensor GPT::head(const Tensor& x) {
+  if (tp_) {
+    // This rank's vocab columns: the tied head's product with the local rows of wte (f first, so the
+    // grad of x sums every rank's columns), or the column-parallel head.
+    const Tensor local = tp_head_ ? (*tp_head_)(x) : accel::linear(parallel::copy_to_tp_region(x, *tp_),
+                                                                    tp_wte_->weight(), Tensor());
+    if (local_logits_only_) return local;
+    const Tensor logits = parallel::gather_from_tp_region(local, *tp_);
+    return logits.size(2) == config_.vocab_size ? logits : narrow(logits, 2, 0, config_.vocab_size);
+  }
   if (lm_head_) return (*lm_head_)(x);
   // The real rows only: the same product as llm.c's over all rows with the padded logits dropped,
   // without computing them. narrow's backward gives the padded rows a zero grad.
   const Tensor head =
       config_.embedding_rows() > config_.vocab_size ? narrow(wte_->weight(), 0, 0, config_.vocab_size) : wte_->weight();
   return accel::linear(x, head, Tensor());
+}
+
+Tensor GPT::loss(const Tensor& idx, const Tensor& targets, int64_t ignore_index, Reduction reduction) {
+  if (!tp_) return nn::cross_entropy(forward(idx), targets, ignore_index, reduction);
+  struct LocalLogits {
+    bool& flag;
+    explicit LocalLogits(bool& f) : flag(f) { flag = true; }
+    ~LocalLogits() { flag = false; }
+  } local_only(local_logits_only_);
+  const Tensor local = forward(idx);
+  return parallel::vocab_parallel_cross_entropy(
+      local, targets, *tp_, {.vocab_size = config_.vocab_size, .ignore_index = ignore_index, .reduction = reduction});
+}
+
+void GPT::parallelize(Communicator& tp) {
+  if (tp_)
+    throw Error(fmt::format("GPT::parallelize: the model is tensor-parallel already (over {} ranks)", tp_->size()));
+  // Checked before anything moves, so a refusal leaves the model whole.
+  parallel::divide_by_tp("GPT::parallelize", "n_head", config_.n_head, tp.size());
+  using parallel::FromFull;
+  tp_wte_ = parallel::VocabParallelEmbedding::from_full(*wte_, tp, FromFull::in_place);
+  replace_module("wte", tp_wte_);
+  wte_.reset();
+  for (size_t i = 0; i < blocks_->size(); ++i) {
+    const auto& block = dynamic_cast<const GPTBlock&>((*blocks_)[i]);
+    blocks_->replace_module(std::to_string(i), parallel::ParallelGPTBlock::from_full(block, tp, FromFull::in_place));
+  }
+  if (lm_head_) {
+    tp_head_ = parallel::ColumnParallelLinear::from_full(*lm_head_, tp, {.gather_output = false, .pad_output = true},
+                                                         FromFull::in_place);
+    replace_module("lm_head", tp_head_);
+    lm_head_.reset();
+  }
+  tp_ = &tp;
 }
 
 }  // namespace accel::nn

@@ -1,6 +1,7 @@
 // nn::GPT: a GPT-2-style language model, token + position embeddings, pre-LN blocks, a final LayerNorm
 // and an lm head, its own or tied to the token embedding. Parameter names: wte, wpe, blocks.N.*, ln_f,
-// and lm_head when untied.
+// and lm_head when untied. parallelize splits it Megatron-style across a tensor-parallel group, under
+// the same names.
 #pragma once
 
 #include <memory>
@@ -11,7 +12,11 @@
 #include "nn/layer_norm.h"
 #include "nn/linear.h"
 #include "nn/module.h"
+#include "nn/parallel/column_parallel_linear.h"
+#include "nn/parallel/tensor_parallel_model.h"
+#include "nn/parallel/vocab_parallel_embedding.h"
 #include "nn/sequential.h"
+#include "tensor/reduction.h"
 
 namespace accel::nn {
 
@@ -39,7 +44,7 @@ struct GPTConfig {
   static GPTConfig gpt2(int depth);
 };
 
-class GPT : public Module {
+class GPT : public Module, public parallel::TensorParallelModel {
  public:
   // GPT-2's init: every Linear and Embedding weight from N(0, 0.02^2), Linear biases zero, and the
   // residual projections (attn.proj, mlp.proj) scaled down to 0.02 / sqrt(2 n_layer). A tied head
@@ -49,6 +54,19 @@ class GPT : public Module {
   std::string type_name() const override { return "GPT"; }
 
   const GPTConfig& config() const { return config_; }
+
+  // The cross-entropy of forward(idx) against targets [B, T] (nn::cross_entropy's ignore_index and
+  // reduction). Tensor-parallel, it takes the vocab-parallel loss of each rank's logit columns, so no
+  // rank holds the full [B, T, vocab] logits; forward's hooks run either way.
+  Tensor loss(const Tensor& idx, const Tensor& targets, int64_t ignore_index = -100,
+              Reduction reduction = Reduction::mean);
+
+  // Megatron's split: wte a VocabParallelEmbedding (a tied head multiplies by its local rows), each
+  // block a ParallelGPTBlock, an untied lm_head a ColumnParallelLinear padded to a multiple of tp.
+  // n_head must divide by tp.size(); the vocabulary need not. forward then returns the gathered
+  // logits, the same on every rank of tp.
+  void parallelize(Communicator& tp) override;
+  Communicator* tensor_parallel_group() const override { return tp_; }
 
  protected:
   // idx [B, T] integer token ids with T <= block_size -> logits [B, T, vocab_size].
@@ -61,6 +79,13 @@ class GPT : public Module {
   std::shared_ptr<Sequential> blocks_;
   std::shared_ptr<LayerNorm> ln_f_;
   std::shared_ptr<Linear> lm_head_;  // null when tied
+  // Once parallel: these replace wte_ and lm_head_ (which are then null).
+  Communicator* tp_ = nullptr;
+  std::shared_ptr<parallel::VocabParallelEmbedding> tp_wte_;
+  std::shared_ptr<parallel::ColumnParallelLinear> tp_head_;
+  bool local_logits_only_ = false;  // set by loss: forward returns this rank's logit columns
+
+  Tensor head(const Tensor& x);
 };
 
 }  // namespace accel::nn

@@ -125,6 +125,16 @@ void Module::add_child(const std::string& name, std::shared_ptr<Module> module) 
   children_.emplace_back(name, std::move(module));
 }
 
+void Module::replace_module(const std::string& name, std::shared_ptr<Module> module) {
+  if (!module) throw Error(fmt::format("replace_module: '{}' is a null module", name));
+  for (auto& [child_name, child] : children_)
+    if (child_name == name) {
+      child = std::move(module);
+      return;
+    }
+  throw Error(fmt::format("replace_module: {} has no child named '{}'", type_name(), name));
+}
+
 void Module::collect_parameters(const std::string& prefix, StateDict& out) const {
   for (const auto& [name, t] : parameters_) out.emplace_back(prefixed(prefix, name), t);
   for (const auto& [name, child] : children_) child->collect_parameters(prefixed(prefix, name), out);

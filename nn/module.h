@@ -76,6 +76,10 @@ class Module {
     return module;
   }
 
+  // Swaps the child named name for module, in its place among the children (a parallel form of a
+  // layer for the full one, say). Throws accel::Error when there is no such child or module is null.
+  void replace_module(const std::string& name, std::shared_ptr<Module> module);
+
   // Own entries first, then each child's with "child." prefixed, in registration order.
   StateDict named_parameters() const;
   std::vector<Tensor> parameters() const;

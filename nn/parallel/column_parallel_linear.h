@@ -7,6 +7,8 @@
 #include "collective/communicator.h"
 #include "nn/linear.h"
 #include "nn/module.h"
+#include "nn/parallel/partition.h"
+#include "nn/parallel/split_layer.h"
 #include "tensor/generator.h"
 
 namespace accel::nn::parallel {
@@ -19,18 +21,23 @@ struct ColumnParallelOptions {
   // split across the ranks, and a rank holds its part of every block, in block order. With more than
   // one block the local columns are not one range of the full output, so gather_output must be false.
   int64_t fused_blocks = 1;
+  // An out_features that does not divide by tp is padded up to a multiple of it with zero rows (an lm
+  // head over a vocabulary of any size): the last ranks hold the padding columns, and a gathered
+  // output drops them again. Needs fused_blocks 1.
+  bool pad_output = false;
 };
 
-class ColumnParallelLinear : public Module {
+class ColumnParallelLinear : public Module, public SplitLayer {
  public:
   // Draws the full layer's weights from gen exactly as Linear(in, out, bias, gen) does (leaving gen
   // where that leaves it) and keeps this rank's part: it equals from_full of that Linear.
   ColumnParallelLinear(int64_t in_features, int64_t out_features, bool bias, Communicator& tp, Generator& gen,
                        const ColumnParallelOptions& options = {});
-  // This rank's part of a full layer's weight and bias, copied. out_features must be a multiple of
-  // fused_blocks * tp.size().
+  // This rank's part of a full layer's weight and bias, copied or taken (FromFull). out_features must
+  // be a multiple of fused_blocks * tp.size(), unless pad_output.
   static std::shared_ptr<ColumnParallelLinear> from_full(const Linear& full, Communicator& tp,
-                                                         const ColumnParallelOptions& options = {});
+                                                         const ColumnParallelOptions& options = {},
+                                                         FromFull how = FromFull::copy);
 
   std::string type_name() const override { return "ColumnParallelLinear"; }
 
@@ -38,16 +45,17 @@ class ColumnParallelLinear : public Module {
   int64_t out_features() const { return out_features_; }  // of the full layer
   int64_t local_out_features() const { return weight_.size(0); }
   const ColumnParallelOptions& options() const { return options_; }
-  Communicator& tp() const { return *tp_; }
-  const Tensor& weight() const { return weight_; }  // [out / tp, in]
-  const Tensor& bias() const { return bias_; }      // [out / tp], undefined without bias
+  Communicator& tp() const override { return *tp_; }
+  std::vector<std::pair<std::string, TensorSplit>> parameter_splits() const override;
+  const Tensor& weight() const { return weight_; }  // [local_out_features, in]
+  const Tensor& bias() const { return bias_; }      // [local_out_features], undefined without bias
 
  protected:
-  // [..., in] replicated -> [..., out] replicated (gather_output) or [..., out / tp] per rank.
+  // [..., in] replicated -> [..., out] replicated (gather_output) or [..., local_out_features] per rank.
   Tensor forward_impl(const Tensor& x) override;
 
  private:
-  ColumnParallelLinear(const Linear& full, Communicator& tp, const ColumnParallelOptions& options);
+  ColumnParallelLinear(const Linear& full, Communicator& tp, const ColumnParallelOptions& options, FromFull how);
 
   int64_t in_features_, out_features_;
   ColumnParallelOptions options_;

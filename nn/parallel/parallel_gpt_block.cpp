@@ -6,16 +6,17 @@
 
 namespace accel::nn::parallel {
 
-ParallelGPTBlock::ParallelGPTBlock(const GPTBlock& full, Communicator& tp) {
-  ln_1_ = register_module("ln_1", replica_of(*full.ln_1()));
-  attn_ = register_module("attn", ParallelSelfAttention::from_full(*full.attn(), tp));
-  ln_2_ = register_module("ln_2", replica_of(*full.ln_2()));
-  mlp_ = register_module("mlp", ParallelMLP::from_full(*full.mlp(), tp));
+ParallelGPTBlock::ParallelGPTBlock(const GPTBlock& full, Communicator& tp, FromFull how) {
+  ln_1_ = register_module("ln_1", replica_of(full.ln_1(), how));
+  attn_ = register_module("attn", ParallelSelfAttention::from_full(*full.attn(), tp, how));
+  ln_2_ = register_module("ln_2", replica_of(full.ln_2(), how));
+  mlp_ = register_module("mlp", ParallelMLP::from_full(*full.mlp(), tp, how));
   if (!full.is_training()) eval();
 }
 
-std::shared_ptr<ParallelGPTBlock> ParallelGPTBlock::from_full(const GPTBlock& full, Communicator& tp) {
-  return std::shared_ptr<ParallelGPTBlock>(new ParallelGPTBlock(full, tp));
+std::shared_ptr<ParallelGPTBlock> ParallelGPTBlock::from_full(const GPTBlock& full, Communicator& tp,
+                                                               FromFull how) {
+  return std::shared_ptr<ParallelGPTBlock>(new ParallelGPTBlock(full, tp, how));
 }
 
 Tensor ParallelGPTBlock::forward_impl(const Tensor& x) {

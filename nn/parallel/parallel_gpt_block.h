@@ -18,8 +18,10 @@ class ParallelGPTBlock : public Module {
  public:
   // This rank's part of a full block, copied: n_head and the MLP's hidden width must be multiples of
   // tp.size(). The parameter names are the full block's (ln_1.weight, attn.qkv.weight, ...), each
-  // holding this rank's part (ParallelSelfAttention and ParallelMLP say which).
-  static std::shared_ptr<ParallelGPTBlock> from_full(const GPTBlock& full, Communicator& tp);
+  // holding this rank's part (ParallelSelfAttention and ParallelMLP say which). FromFull::in_place
+  // takes full's parameters and LayerNorms instead of copying them.
+  static std::shared_ptr<ParallelGPTBlock> from_full(const GPTBlock& full, Communicator& tp,
+                                                     FromFull how = FromFull::copy);
 
   std::string type_name() const override { return "ParallelGPTBlock"; }
 
@@ -32,7 +34,7 @@ class ParallelGPTBlock : public Module {
   Tensor forward_impl(const Tensor& x) override;  // [B, T, n_embd] replicated -> replicated
 
  private:
-  ParallelGPTBlock(const GPTBlock& full, Communicator& tp);
+  ParallelGPTBlock(const GPTBlock& full, Communicator& tp, FromFull how);
 
   std::shared_ptr<LayerNorm> ln_1_;
   std::shared_ptr<ParallelSelfAttention> attn_;

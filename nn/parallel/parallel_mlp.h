@@ -18,8 +18,9 @@ namespace accel::nn::parallel {
 class ParallelMLP : public Module {
  public:
   // This rank's hidden units of a full MLP, copied (fc's rows, proj's columns; the hidden width must
-  // be a multiple of tp.size()). drop acts on the replicated output and starts from full's stream.
-  static std::shared_ptr<ParallelMLP> from_full(const MLP& full, Communicator& tp);
+  // be a multiple of tp.size()), or taken (FromFull). drop acts on the replicated output and starts
+  // from full's stream.
+  static std::shared_ptr<ParallelMLP> from_full(const MLP& full, Communicator& tp, FromFull how = FromFull::copy);
 
   std::string type_name() const override { return "ParallelMLP"; }
 
@@ -30,7 +31,7 @@ class ParallelMLP : public Module {
   Tensor forward_impl(const Tensor& x) override;  // [..., n_embd] replicated -> replicated
 
  private:
-  ParallelMLP(const MLP& full, Communicator& tp);
+  ParallelMLP(const MLP& full, Communicator& tp, FromFull how);
 
   std::shared_ptr<ColumnParallelLinear> fc_;
   std::shared_ptr<GELU> act_;

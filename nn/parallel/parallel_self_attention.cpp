@@ -12,25 +12,25 @@
 
 namespace accel::nn::parallel {
 
-ParallelSelfAttention::ParallelSelfAttention(const CausalSelfAttention& full, Communicator& tp)
+ParallelSelfAttention::ParallelSelfAttention(const CausalSelfAttention& full, Communicator& tp, FromFull how)
     : n_embd_(full.n_embd()),
       local_heads_(divide_by_tp("ParallelSelfAttention", "n_head", full.n_head(), tp.size())),
       head_dim_(full.n_embd() / full.n_head()) {
   qkv_ = register_module("qkv", ColumnParallelLinear::from_full(*full.qkv(), tp,
-                                                                {.gather_output = false, .fused_blocks = 3}));
-  proj_ = register_module("proj", RowParallelLinear::from_full(*full.proj(), tp, {.input_is_parallel = true}));
-  attn_drop_ = register_module("attn_drop", replica_of(*full.attn_drop()));
+                                                                {.gather_output = false, .fused_blocks = 3}, how));
+  proj_ = register_module("proj", RowParallelLinear::from_full(*full.proj(), tp, {.input_is_parallel = true}, how));
+  attn_drop_ = register_module("attn_drop", replica_of(full.attn_drop(), how));
   // The rank's own stream for its heads' masks: the full layer's seed moved by the rank.
   const GeneratorState shared = full.attn_drop()->generator().state();
   attn_drop_->generator().set_state({shared.seed + 0x9E3779B97F4A7C15ULL * static_cast<uint64_t>(tp.rank()),
                                      shared.offset});
-  resid_drop_ = register_module("resid_drop", replica_of(*full.resid_drop()));
+  resid_drop_ = register_module("resid_drop", replica_of(full.resid_drop(), how));
   if (!full.is_training()) eval();
 }
 
 std::shared_ptr<ParallelSelfAttention> ParallelSelfAttention::from_full(const CausalSelfAttention& full,
-                                                                        Communicator& tp) {
-  return std::shared_ptr<ParallelSelfAttention>(new ParallelSelfAttention(full, tp));
+                                                                        Communicator& tp, FromFull how) {
+  return std::shared_ptr<ParallelSelfAttention>(new ParallelSelfAttention(full, tp, how));
 }
 
 Tensor ParallelSelfAttention::forward_impl(const Tensor& x) {

@@ -24,7 +24,10 @@ class ParallelSelfAttention : public Module {
   // drops the same elements as the full layer. attn_drop acts on this rank's heads only and draws from
   // a stream of the rank's own: with attention dropout on, the ranks' masks differ from the full
   // layer's (Megatron keeps a per-rank stream there too).
-  static std::shared_ptr<ParallelSelfAttention> from_full(const CausalSelfAttention& full, Communicator& tp);
+  //
+  // FromFull::in_place takes the full layer's parameters and dropouts instead of copying them.
+  static std::shared_ptr<ParallelSelfAttention> from_full(const CausalSelfAttention& full, Communicator& tp,
+                                                          FromFull how = FromFull::copy);
 
   std::string type_name() const override { return "ParallelSelfAttention"; }
 
@@ -37,7 +40,7 @@ class ParallelSelfAttention : public Module {
   Tensor forward_impl(const Tensor& x) override;  // [B, T, n_embd] replicated -> [B, T, n_embd] replicated
 
  private:
-  ParallelSelfAttention(const CausalSelfAttention& full, Communicator& tp);
+  ParallelSelfAttention(const CausalSelfAttention& full, Communicator& tp, FromFull how);
 
   int64_t n_embd_, local_heads_, head_dim_;
   std::shared_ptr<ColumnParallelLinear> qkv_;

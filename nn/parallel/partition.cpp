@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "tensor/creation.h"
 #include "tensor/nograd/copy.h"
 #include "tensor/nograd/views.h"
 
@@ -37,6 +38,52 @@ VocabRange vocab_range(int64_t vocab_size, int rank, int size) {
   range.start = rank * range.per_rank;
   range.valid = std::clamp<int64_t>(vocab_size - range.start, 0, range.per_rank);
   return range;
+}
+
+Tensor adopt_part(const Tensor& full_param, const Tensor& part, FromFull how) {
+  if (how == FromFull::copy) return part;
+  full_param.set_data(part);
+  return full_param;
+}
+
+namespace {
+
+int64_t padded_size(const TensorSplit& split, int size) {
+  const int64_t unit = split.blocks * size;
+  return (split.full_size + unit - 1) / unit * unit;
+}
+
+}  // namespace
+
+Tensor split_part(const Tensor& full, const TensorSplit& split, int rank, int size) {
+  if (split.dim < 0 || split.dim >= full.dim() || full.size(split.dim) != split.full_size)
+    throw Error(fmt::format("split_part: the full tensor is {}, expected size {} along dim {}",
+                            shape_str(full.shape()), split.full_size, split.dim));
+  const int64_t padded = padded_size(split, size);
+  if (padded == split.full_size) return rank_part(full, split.dim, split.blocks, rank, size);
+  if (split.blocks != 1)
+    throw Error(fmt::format("split_part: size {} along dim {} does not cut into {} blocks of {} parts",
+                            split.full_size, split.dim, split.blocks, size));
+  Shape shape = full.shape();
+  shape[static_cast<size_t>(split.dim)] = padded;
+  Tensor with_padding = zeros(shape, full.dtype(), full.device());
+  nograd::copy_(nograd::narrow(with_padding, split.dim, 0, split.full_size), full);
+  return rank_part(with_padding, split.dim, 1, rank, size);
+}
+
+Tensor join_parts(const std::vector<Tensor>& parts, const TensorSplit& split) {
+  if (parts.empty()) throw Error("join_parts: no parts");
+  const int64_t part = parts[0].size(split.dim) / split.blocks;
+  std::vector<Tensor> pieces;
+  for (int64_t b = 0; b < split.blocks; ++b)
+    for (const Tensor& p : parts) pieces.push_back(nograd::narrow(p, split.dim, b * part, part));
+  const Tensor joined = nograd::cat(pieces, split.dim);
+  if (joined.size(split.dim) < split.full_size)
+    throw Error(fmt::format("join_parts: {} parts of {} hold {} along dim {}, less than the full size {}",
+                            parts.size(), shape_str(parts[0].shape()), joined.size(split.dim), split.dim,
+                            split.full_size));
+  return joined.size(split.dim) == split.full_size ? joined
+                                                   : nograd::clone(nograd::narrow(joined, split.dim, 0, split.full_size));
 }
 
 }  // namespace accel::nn::parallel

@@ -1,8 +1,10 @@
 // How tensor-parallel layers cut a full tensor into the ranks' parts: the size check every layer
-// shares, a rank's part of a dim (of each stacked block of it), and the vocab range of a rank.
+// shares, a rank's part of a dim (of each stacked block of it), the vocab range of a rank, and the
+// split of a parameter that cuts a full tensor and joins the parts again (for checkpoints).
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "tensor/tensor.h"
 
@@ -25,5 +27,33 @@ struct VocabRange {
   int64_t valid = 0;     // how many of them are real ids (< vocab_size); 0 for a rank of padding only
 };
 VocabRange vocab_range(int64_t vocab_size, int rank, int size);
+
+// How a parallel layer built from a full one gets its parameters: copies of the full layer's parts
+// (the full layer stays as it was), or the full layer's own tensors cut down to this rank's part in
+// place (Tensor::set_data), so that an optimizer built over the full model updates the parts. A
+// strategy parallelises a model that the user's optimizer already holds the second way.
+enum class FromFull { copy, in_place };
+
+// The tensor a layer registers for its part of full_param: part itself (copy), or full_param now
+// holding part's data (in_place).
+Tensor adopt_part(const Tensor& full_param, const Tensor& part, FromFull how);
+
+// How one parameter of a parallel layer is cut from its full tensor: along dim, which is `blocks`
+// equal blocks each cut into tp equal parts (rank_part). full_size is the full tensor's size along
+// dim; with one block it may be less than the parts together, which then end in zero padding (a
+// vocabulary that does not divide by tp). A parameter without a split is replicated.
+struct TensorSplit {
+  int64_t dim = 0;
+  int64_t blocks = 1;
+  int64_t full_size = 0;
+};
+
+// Rank `rank` of `size`'s part of full under split: padded with zeros to a multiple of size along dim
+// when split allows it, then rank_part. Throws accel::Error when full's size along dim is not
+// split.full_size.
+Tensor split_part(const Tensor& full, const TensorSplit& split, int rank, int size);
+
+// The inverse: every rank's part, in rank order, joined into the full tensor (padding dropped).
+Tensor join_parts(const std::vector<Tensor>& parts, const TensorSplit& split);
 
 }  // namespace accel::nn::parallel

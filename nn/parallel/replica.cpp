@@ -5,7 +5,9 @@
 
 namespace accel::nn::parallel {
 
-std::shared_ptr<LayerNorm> replica_of(const LayerNorm& full) {
+std::shared_ptr<LayerNorm> replica_of(const std::shared_ptr<LayerNorm>& full_layer, FromFull how) {
+  if (how == FromFull::in_place) return full_layer;
+  const LayerNorm& full = *full_layer;
   auto copy = std::make_shared<LayerNorm>(full.weight().size(0), full.eps());
   copy->to(full.weight().device());
   copy->to(full.weight().dtype());
@@ -15,7 +17,9 @@ std::shared_ptr<LayerNorm> replica_of(const LayerNorm& full) {
   return copy;
 }
 
-std::shared_ptr<Dropout> replica_of(Dropout& full) {
+std::shared_ptr<Dropout> replica_of(const std::shared_ptr<Dropout>& full_layer, FromFull how) {
+  if (how == FromFull::in_place) return full_layer;
+  Dropout& full = *full_layer;
   Generator unused;
   auto copy = std::make_shared<Dropout>(full.p(), unused);
   copy->generator().set_state(full.generator().state());

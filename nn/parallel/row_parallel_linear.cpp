@@ -14,18 +14,24 @@ namespace accel::nn::parallel {
 
 RowParallelLinear::RowParallelLinear(int64_t in_features, int64_t out_features, bool bias, Communicator& tp,
                                      Generator& gen, const RowParallelOptions& options)
-    : RowParallelLinear(Linear(in_features, out_features, bias, gen), tp, options) {}
+    : RowParallelLinear(Linear(in_features, out_features, bias, gen), tp, options, FromFull::copy) {}
 
-RowParallelLinear::RowParallelLinear(const Linear& full, Communicator& tp, const RowParallelOptions& options)
+RowParallelLinear::RowParallelLinear(const Linear& full, Communicator& tp, const RowParallelOptions& options,
+                                     FromFull how)
     : in_features_(full.in_features()), out_features_(full.out_features()), options_(options), tp_(&tp) {
   divide_by_tp("RowParallelLinear", "in_features", in_features_, tp.size());
-  weight_ = register_parameter("weight", rank_part(full.weight(), 1, 1, tp.rank(), tp.size()));
-  if (full.bias().defined()) bias_ = register_parameter("bias", nograd::clone(full.bias()));
+  weight_ = register_parameter("weight", adopt_part(full.weight(), rank_part(full.weight(), 1, 1, tp.rank(), tp.size()), how));
+  if (full.bias().defined())
+    bias_ = register_parameter("bias", how == FromFull::copy ? nograd::clone(full.bias()) : full.bias());
+}
+
+std::vector<std::pair<std::string, TensorSplit>> RowParallelLinear::parameter_splits() const {
+  return {{"weight", TensorSplit{.dim = 1, .blocks = 1, .full_size = in_features_}}};
 }
 
 std::shared_ptr<RowParallelLinear> RowParallelLinear::from_full(const Linear& full, Communicator& tp,
-                                                                const RowParallelOptions& options) {
-  return std::shared_ptr<RowParallelLinear>(new RowParallelLinear(full, tp, options));
+                                                                const RowParallelOptions& options, FromFull how) {
+  return std::shared_ptr<RowParallelLinear>(new RowParallelLinear(full, tp, options, how));
 }
 
 Tensor RowParallelLinear::forward_impl(const Tensor& x) {

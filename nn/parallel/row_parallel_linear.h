@@ -8,6 +8,8 @@
 #include "collective/communicator.h"
 #include "nn/linear.h"
 #include "nn/module.h"
+#include "nn/parallel/partition.h"
+#include "nn/parallel/split_layer.h"
 #include "tensor/generator.h"
 
 namespace accel::nn::parallel {
@@ -18,16 +20,17 @@ struct RowParallelOptions {
   bool input_is_parallel = false;
 };
 
-class RowParallelLinear : public Module {
+class RowParallelLinear : public Module, public SplitLayer {
  public:
   // Draws the full layer's weights from gen exactly as Linear(in, out, bias, gen) does (leaving gen
   // where that leaves it) and keeps this rank's part: it equals from_full of that Linear.
   RowParallelLinear(int64_t in_features, int64_t out_features, bool bias, Communicator& tp, Generator& gen,
                     const RowParallelOptions& options = {});
-  // This rank's columns of a full layer's weight and the whole bias, copied. in_features must be a
-  // multiple of tp.size().
+  // This rank's columns of a full layer's weight and the whole bias, copied or taken (FromFull).
+  // in_features must be a multiple of tp.size().
   static std::shared_ptr<RowParallelLinear> from_full(const Linear& full, Communicator& tp,
-                                                      const RowParallelOptions& options = {});
+                                                      const RowParallelOptions& options = {},
+                                                      FromFull how = FromFull::copy);
 
   std::string type_name() const override { return "RowParallelLinear"; }
 
@@ -35,7 +38,8 @@ class RowParallelLinear : public Module {
   int64_t out_features() const { return out_features_; }
   int64_t local_in_features() const { return weight_.size(1); }
   const RowParallelOptions& options() const { return options_; }
-  Communicator& tp() const { return *tp_; }
+  Communicator& tp() const override { return *tp_; }
+  std::vector<std::pair<std::string, TensorSplit>> parameter_splits() const override;
   const Tensor& weight() const { return weight_; }  // [out, in / tp]
   // [out], the same on every rank: added once, after the sum over the group.
   const Tensor& bias() const { return bias_; }
@@ -45,7 +49,7 @@ class RowParallelLinear : public Module {
   Tensor forward_impl(const Tensor& x) override;
 
  private:
-  RowParallelLinear(const Linear& full, Communicator& tp, const RowParallelOptions& options);
+  RowParallelLinear(const Linear& full, Communicator& tp, const RowParallelOptions& options, FromFull how);
 
   int64_t in_features_, out_features_;
   RowParallelOptions options_;

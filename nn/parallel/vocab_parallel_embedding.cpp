@@ -6,7 +6,6 @@
 #include "autograd/functions.h"
 #include "nn/parallel/tp_mappings.h"
 #include "tensor/creation.h"
-#include "tensor/nograd/copy.h"
 #include "tensor/nograd/elementwise.h"
 #include "tensor/nograd/reduce.h"
 #include "tensor/nograd/views.h"
@@ -15,22 +14,25 @@ namespace accel::nn::parallel {
 
 VocabParallelEmbedding::VocabParallelEmbedding(int64_t num_embeddings, int64_t embedding_dim, Communicator& tp,
                                                Generator& gen, const EmbeddingOptions& options)
-    : VocabParallelEmbedding(Embedding(num_embeddings, embedding_dim, gen, options), tp) {}
+    : VocabParallelEmbedding(Embedding(num_embeddings, embedding_dim, gen, options), tp, FromFull::copy) {}
 
-VocabParallelEmbedding::VocabParallelEmbedding(const Embedding& full, Communicator& tp)
+VocabParallelEmbedding::VocabParallelEmbedding(const Embedding& full, Communicator& tp, FromFull how)
     : num_embeddings_(full.num_embeddings()), range_(vocab_range(full.num_embeddings(), tp.rank(), tp.size())),
       tp_(&tp) {
-  const Tensor& table = full.weight();
-  Tensor local = zeros({range_.per_rank, table.size(1)}, table.dtype(), table.device());
-  if (range_.valid > 0)
-    nograd::copy_(nograd::narrow(local, 0, 0, range_.valid), nograd::narrow(table, 0, range_.start, range_.valid));
-  weight_ = register_parameter("weight", local);
+  const TensorSplit split = parameter_splits()[0].second;
+  weight_ = register_parameter("weight",
+                               adopt_part(full.weight(), split_part(full.weight(), split, tp.rank(), tp.size()), how));
   if (const auto p = full.padding_idx(); p && *p >= range_.start && *p < range_.start + range_.valid)
     padding_idx_ = *p - range_.start;
 }
 
-std::shared_ptr<VocabParallelEmbedding> VocabParallelEmbedding::from_full(const Embedding& full, Communicator& tp) {
-  return std::shared_ptr<VocabParallelEmbedding>(new VocabParallelEmbedding(full, tp));
+std::shared_ptr<VocabParallelEmbedding> VocabParallelEmbedding::from_full(const Embedding& full, Communicator& tp,
+                                                                          FromFull how) {
+  return std::shared_ptr<VocabParallelEmbedding>(new VocabParallelEmbedding(full, tp, how));
+}
+
+std::vector<std::pair<std::string, TensorSplit>> VocabParallelEmbedding::parameter_splits() const {
+  return {{"weight", TensorSplit{.dim = 0, .blocks = 1, .full_size = num_embeddings_}}};
 }
 
 Tensor VocabParallelEmbedding::forward_impl(const Tensor& ids) {

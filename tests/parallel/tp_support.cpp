@@ -96,21 +96,37 @@ Tensor gather_along(const Tensor& part, int64_t dim, Communicator& comm) {
   return nograd::contiguous(nograd::reshape(nograd::permute(stacked, order), full));
 }
 
+Tensor gather_full(const Tensor& part, const nn::parallel::TensorSplit& split, Communicator& comm) {
+  const Tensor in = nograd::contiguous(part);
+  Shape stacked_shape{comm.size()};
+  stacked_shape.insert(stacked_shape.end(), in.shape().begin(), in.shape().end());
+  Tensor stacked = empty(stacked_shape, in.dtype(), in.device());
+  comm.all_gather(in, stacked);
+  std::vector<Tensor> parts;
+  for (int r = 0; r < comm.size(); ++r) parts.push_back(nograd::select(stacked, 0, r));
+  return nn::parallel::join_parts(parts, split);
+}
+
+double max_abs(const Tensor& t) { return nograd::max(nograd::abs(nograd::to_dtype(t, DType::f64))).item(); }
+
 std::string differs(const Tensor& a, const Tensor& b, double rtol) {
+  return b.defined() ? differs_at_scale(a, b, max_abs(b), rtol) : differs_at_scale(a, b, 0, rtol);
+}
+
+std::string differs_at_scale(const Tensor& a, const Tensor& b, double scale, double rtol) {
   if (!a.defined() || !b.defined())
     return fmt::format("a {}defined, b {}defined", a.defined() ? "" : "not ", b.defined() ? "" : "not ");
   if (a.shape() != b.shape())
     return fmt::format("shapes differ: {} and {}", shape_str(a.shape()), shape_str(b.shape()));
   const std::vector<double> va = nograd::contiguous(nograd::to_dtype(a, DType::f64)).to_vector<double>();
   const std::vector<double> vb = nograd::contiguous(nograd::to_dtype(b, DType::f64)).to_vector<double>();
-  double scale = 0, worst = 0;
+  double worst = 0;
   size_t at = 0;
   for (size_t i = 0; i < vb.size(); ++i) {
-    scale = std::max(scale, std::abs(vb[i]));
     if (std::abs(va[i] - vb[i]) > worst) worst = std::abs(va[i] - vb[i]), at = i;
   }
   if (worst <= rtol * scale) return "";
-  return fmt::format("element {}: {} vs {} (|diff| {:.3g} > {} x max |b| {:.3g})", at, va[at], vb[at], worst, rtol,
+  return fmt::format("element {}: {} vs {} (|diff| {:.3g} > {} x scale {:.3g})", at, va[at], vb[at], worst, rtol,
                      scale);
 }
 

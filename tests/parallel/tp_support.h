@@ -45,9 +45,18 @@ std::string tp_gradcheck(const std::function<Tensor(const Tensor&)>& f, Communic
 // tensor: the full form of a tensor split on dim.
 Tensor gather_along(const Tensor& part, int64_t dim, Communicator& comm);
 
+// Every rank's part of a parameter split as `split` says, joined into the full tensor (an all-gather
+// on comm, then nn::parallel::join_parts).
+Tensor gather_full(const Tensor& part, const nn::parallel::TensorSplit& split, Communicator& comm);
+
 // "" when a and b have the same shape and max |a - b| <= rtol * max |b| (relative to b's largest
 // element), else the shapes or the worst element.
 std::string differs(const Tensor& a, const Tensor& b, double rtol = 1e-5);
+// The same relative to a given scale (a whole model's largest value): for tensors whose own values
+// are all near zero, such as the grads of zero-initialised biases.
+std::string differs_at_scale(const Tensor& a, const Tensor& b, double scale, double rtol = 1e-5);
+// max |t| in f64.
+double max_abs(const Tensor& t);
 
 // How many collectives of any kind c counted since its last reset.
 int collectives_run(const CountingCommunicator& c);
