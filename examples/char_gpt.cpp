@@ -79,7 +79,7 @@ double mean_loss(nn::GPT& model, const Dataset& data, int64_t batch, const Accel
     std::vector<int64_t> idx(static_cast<size_t>(batch));
     for (int64_t i = 0; i < batch; ++i) idx[i] = start + i;
     const auto fields = data.get_batch(idx);
-    total += nn::cross_entropy(model.forward(to(fields[0], device)), to(fields[1], device)).item();
+    total += model.loss(to(fields[0], device), to(fields[1], device)).item();
     ++batches;
   }
   model.train();
@@ -191,7 +191,7 @@ int main(int argc, char** argv) {
         Tensor loss;
         {
           auto autocast = accelerator.autocast();  // fp16/bf16 matmuls, f32 softmax/norms/loss
-          loss = nn::cross_entropy(net->forward(batch[0]), batch[1]);
+          loss = net->loss(batch[0], batch[1]);  // vocab-parallel under tensor parallelism
         }
         accelerator.backward(loss);
         opt->step();

@@ -16,6 +16,7 @@
 #include "autograd/grad_mode.h"
 #include "collective/ledger.h"
 #include "collective/timeline.h"
+#include "nn/parallel/split_layer.h"
 #include "runtime/checkpoint/checkpoint_dir.h"
 #include "runtime/checkpoint/preemption.h"
 #include "runtime/object_collectives.h"
@@ -186,6 +187,12 @@ AutocastGuard Accelerator::autocast() const { return precision_->autocast(); }
 void Accelerator::weights_changed() { precision_->weights_changed(); }
 
 void Accelerator::prepare_model(const std::shared_ptr<nn::Module>& model) {
+  if (!strategy_->splits_layers())
+    if (const std::string layer = nn::parallel::first_split_layer(*model); !layer.empty())
+      throw Error(fmt::format("Accelerator::prepare: the model's '{}' is a tensor-parallel layer, but the strategy "
+                              "is {}, which keeps every layer whole; set tp_size (ParallelismConfig, --tp_size) and "
+                              "give prepare the whole model",
+                              layer, strategy_->name()));
   strategy_->prepare_model(*model);
   precision_->prepare_model(*model);
   for (const auto& known : parts_.models)

@@ -106,6 +106,7 @@ const std::map<std::string, Setter>& setters() {
          c.zero_stage = as_int(s, "zero_stage", v, 0);
          if (c.zero_stage > 3) fail(s, v, fmt::format("zero_stage must be 0, 1, 2 or 3, got {}", c.zero_stage));
        }},
+      {"tp_size", [](ConfigFile& c, const std::string& s, const YAML::Node& v) { c.tp_size = as_int(s, "tp_size", v, 1, kMaxProcesses); }},
       {"fsdp_sharding_strategy", [](ConfigFile& c, const std::string& s, const YAML::Node& v) {
          const std::string text = as_string(s, "fsdp_sharding_strategy", v);
          if (!text.empty()) as_named(s, "fsdp_sharding_strategy", v, kShardingStrategyNames);
@@ -185,6 +186,8 @@ void validate_config(const ConfigFile& c, const std::string& source) {
     throw Error(fmt::format("{}: environment 'local' runs on one machine, but num_machines is {}", source, c.num_machines));
   if (c.use_cpu && c.backend == Backend::nccl)
     throw Error(fmt::format("{}: use_cpu true contradicts backend 'nccl' (NCCL needs GPUs)", source));
+  if (c.num_processes % c.tp_size != 0)
+    throw Error(fmt::format("{}: tp_size {} does not divide num_processes {}", source, c.tp_size, c.num_processes));
   if (c.zero_stage != 0 && !c.fsdp_sharding_strategy.empty())
     throw Error(fmt::format("{}: zero_stage {} and fsdp_sharding_strategy {} are two ways to shard; give one", source,
                             c.zero_stage, c.fsdp_sharding_strategy));
@@ -245,6 +248,8 @@ std::string to_yaml(const ConfigFile& c) {
       "# Sharded data parallelism, one of the two: ZeRO stage 1-3 (0: none), or FULL_SHARD, SHARD_GRAD_OP, NO_SHARD.\n"
       "zero_stage: {}\n"
       "fsdp_sharding_strategy: {}\n"
+      "# Tensor parallelism: ranks per group sharing each layer (1: none); it divides num_processes.\n"
+      "tp_size: {}\n"
       "# Trackers of logged values (docs/tracking.md): jsonl, csv, tensorboard, all.\n"
       "log_with: [{}]\n"
       "# The first-step sanity report (docs/debugging.md), as accel launch --check.\n"
@@ -262,7 +267,7 @@ std::string to_yaml(const ConfigFile& c) {
       "fp8_include_first_last: {}\n",
       c.environment, c.num_machines, c.num_processes, c.machine_rank, yaml_quoted(c.main_process_ip),
       c.main_process_port, yaml_quoted(c.hostfile), name_of(c.mixed_precision), c.gradient_accumulation_steps,
-      c.use_cpu ? "true" : "false", name_of(c.backend), c.zero_stage, yaml_quoted(c.fsdp_sharding_strategy),
+      c.use_cpu ? "true" : "false", name_of(c.backend), c.zero_stage, yaml_quoted(c.fsdp_sharding_strategy), c.tp_size,
       fmt::join(c.log_with, ", "), c.sanity_check ? "true" : "false", c.debug ? "true" : "false", c.timeout,
       name_in(fp8::kFormatNames, c.fp8_format), c.fp8_margin, c.fp8_amax_history_len,
       name_in(fp8::kAmaxAlgorithmNames, c.fp8_amax_compute_algo), c.fp8_include_first_last ? "true" : "false");

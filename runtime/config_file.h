@@ -49,6 +49,8 @@ struct ConfigFile {
   // an FSDP sharding strategy (FULL_SHARD, SHARD_GRAD_OP, NO_SHARD; "": none).
   int zero_stage = 0;
   std::string fsdp_sharding_strategy;
+  // Ranks per tensor-parallel group (docs/tensor_parallel.md); 1: none.
+  int tp_size = 1;
   // Trackers (docs/tracking.md): jsonl, csv, tensorboard or all; empty: none.
   std::vector<std::string> log_with;
   // Debug mode: extra checks that cost time (the collectives' pre-checks); ACCEL_DEBUG for the ranks.

@@ -304,7 +304,7 @@ std::string Fp8RecipeSettings::describe() const {
 std::string EffectiveSettings::describe() const {
   return fmt::format(
       "mixed_precision={} ({}), grad_comm_dtype={} ({}), cpu={} ({}), gradient_accumulation_steps={} ({}), "
-      "backend={} ({}), bucket_cap_mb={} ({}), timeout={}s ({}){}{}{}{}{}{}{}{}",
+      "backend={} ({}), bucket_cap_mb={} ({}), timeout={}s ({}){}{}{}{}{}{}{}{}{}",
       name_of(mixed_precision.value), mixed_precision.source, name_of(grad_comm_dtype.value), grad_comm_dtype.source,
       cpu.value, cpu.source, gradient_accumulation_steps.value, gradient_accumulation_steps.source,
       name_of(backend.value), backend.source, bucket_cap_mb.value, bucket_cap_mb.source, timeout.value, timeout.source,
@@ -317,6 +317,7 @@ std::string EffectiveSettings::describe() const {
       trace_dir.value.empty() ? "" : fmt::format(", trace={} ({})", trace_dir.value, trace_dir.source),
       mixed_precision.value == MixedPrecision::fp8 ? fmt::format(", fp8_recipe={}", fp8.describe()) : "",
       zero_stage.value == 0 ? "" : fmt::format(", zero_stage={} ({})", zero_stage.value, zero_stage.source),
+      tp_size.value == 1 ? "" : fmt::format(", tp_size={} ({})", tp_size.value, tp_size.source),
       describe_trackers(*this),
       config_path.empty() ? "" : fmt::format(", config file {}", config_path));
 }
@@ -388,6 +389,16 @@ EffectiveSettings resolve_settings(const AcceleratorOptions& o, const Env& env) 
       env);
   resolve_fp8(o, env, file, s);
   resolve_sharding(o, env, file, s);
+  const std::optional<ParallelismConfig>& parallel = o.parallelism_config;
+  if (parallel && parallel->dp_size < 0)
+    throw Error(fmt::format("Accelerator: ParallelismConfig dp_size {} must be 0 (the world / tp_size) or positive",
+                            parallel->dp_size));
+  s.tp_size = resolve<int>(
+      {"tp_size", "ACCEL_TP_SIZE", parallel ? std::optional(std::to_string(parallel->tp_size)) : std::nullopt,
+       from_file([](const ConfigFile& c) { return std::to_string(c.tp_size); }), "1", parse_positive_int,
+       "an integer >= 1 (ranks per tensor-parallel group)"},
+      env);
+  s.dp_size = parallel ? parallel->dp_size : 0;
   resolve_trackers(o, env, file, s);
   s.cpu_threads = {omp_get_max_threads(),
                    lookup(env, "OMP_NUM_THREADS") ? "environment OMP_NUM_THREADS" : "OpenMP default"};

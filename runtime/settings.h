@@ -11,6 +11,7 @@
 #include "autograd/fp8/delayed_scaling.h"
 #include "autograd/mixed_precision.h"
 #include "runtime/backend.h"
+#include "runtime/parallelism_config.h"
 #include "runtime/precision/loss_scaler.h"
 #include "runtime/sharding_plugins.h"
 #include "runtime/tracking/tracker.h"
@@ -96,6 +97,10 @@ struct AcceleratorOptions {
   // (ACCEL_ZERO_STAGE, ACCEL_FSDP_SHARDING_STRATEGY). Neither: plain data parallel.
   std::optional<DeepSpeedPlugin> deepspeed_plugin;
   std::optional<FSDPPlugin> fsdp_plugin;
+  // Tensor parallelism, Megatron-LM style (docs/tensor_parallel.md): tp_size ranks share each layer,
+  // and dp_size replicas of that group train on their own data (ACCEL_TP_SIZE, `accel launch
+  // --tp_size N`, the config file's tp_size). Not given: tp_size 1, every rank a replica.
+  std::optional<ParallelismConfig> parallelism_config;
   // How prepare() shards DataLoaders (see ShardOptions): pad the last steps so every rank runs as
   // many steps, and whether batch_size is the global batch split between the ranks.
   bool even_batches = true;
@@ -167,6 +172,10 @@ struct EffectiveSettings {
   std::string sharding_via;  // "deepspeed", "fsdp", or "" with neither
   AutoWrapPolicy auto_wrap;  // FSDP's units (stage 3)
   bool reshard_after_forward = true;
+  // Ranks per tensor-parallel group (1: none), and the data-parallel replicas asked for in code (0:
+  // the world size / tp_size, known once the ranks are up).
+  Setting<int> tp_size;
+  int dp_size = 0;
   // The built-in trackers, "all" expanded (code, ACCEL_LOG_WITH, config file, or none by default),
   // and the names of the user's Tracker objects.
   Setting<std::vector<std::string>> log_with;

@@ -57,6 +57,11 @@ LaunchCommand::LaunchCommand(CLI::App& app) {
   launch_->add_option("--fsdp_sharding_strategy", fsdp_strategy_,
                       "With --use_fsdp: " + available_choices(kShardingStrategyNames) + " (default FULL_SHARD)")
       ->check(CLI::IsMember(available_names(kShardingStrategyNames)));
+  // Accelerate's ParallelismConfig field, under the flag name its launcher takes too.
+  launch_->add_option("--tp_size,--parallelism_config_tp_size", tp_size_,
+                      "Tensor parallelism: ranks per group sharing each layer; divides the process count "
+                      "(docs/tensor_parallel.md)")
+      ->check(CLI::PositiveNumber);
   launch_->add_option("--log_with", log_with_, "Trackers, comma-separated: jsonl, csv, tensorboard, all (docs/tracking.md)");
   launch_->add_flag("--dry-run,--dry_run", dry_run_, "Print the mpirun command line instead of running it");
   launch_->add_option("--num_cpu_threads_per_process", cpu_threads_,
@@ -123,6 +128,9 @@ LaunchRequest LaunchCommand::request(const std::vector<std::string>& after_separ
   if (timeout_ > 0) c.timeout = timeout_;
   if (check_) c.sanity_check = true;
   apply_sharding_flags(c);
+  if (tp_size_) c.tp_size = tp_size_;
+  if (c.num_processes % c.tp_size != 0)
+    throw Error(fmt::format("accel launch: tp_size {} does not divide the {} processes", c.tp_size, c.num_processes));
   if (!log_with_.empty()) {
     const std::optional<std::vector<std::string>> trackers = parse_tracker_list(log_with_);
     if (!trackers)

@@ -40,6 +40,7 @@ class LaunchCommand {
   bool multi_gpu_ = false, module_ = false, quiet_ = false, debug_ = false, check_ = false;
   std::string trace_dir_;
   int zero_stage_ = -1;
+  int tp_size_ = 0;
 };
 
 }  // namespace accel

@@ -4,8 +4,11 @@
 #include <algorithm>
 #include <string>
 
+#include <fmt/format.h>
+
 #include "runtime/strategy/data_parallel.h"
 #include "runtime/strategy/single_device.h"
+#include "runtime/strategy/tensor_parallel.h"
 #include "runtime/strategy/zero_stage12.h"
 #include "runtime/strategy/zero_stage3.h"
 
@@ -13,6 +16,14 @@ namespace accel {
 
 std::unique_ptr<Strategy> make_strategy(const Environment& env, const EffectiveSettings& settings,
                                         const PrecisionPolicy& policy) {
+  const int tp_size = settings.tp_size.value;
+  if (env.world_size() % tp_size != 0)
+    throw Error(fmt::format("Accelerator: tp_size {} ({}) does not divide the world size {}", tp_size,
+                            settings.tp_size.source, env.world_size()));
+  if (tp_size > 1 && settings.zero_stage.value != 0)
+    throw Error(fmt::format("Accelerator: tp_size {} ({}) with zero_stage {} ({}): ZeRO over the data-parallel "
+                            "ranks of a tensor-parallel model is not built yet; give one of them",
+                            tp_size, settings.tp_size.source, settings.zero_stage.value, settings.zero_stage.source));
   if (!env.comm()) return std::make_unique<SingleDevice>(env.device());
   ReducerOptions options;
   const double cap_mb = settings.bucket_cap_mb.value;
@@ -20,6 +31,7 @@ std::unique_ptr<Strategy> make_strategy(const Environment& env, const EffectiveS
   options.first_bucket_cap_bytes = std::min<int64_t>(int64_t{1} << 20, options.bucket_cap_bytes);
   options.comm_dtype = policy.grad_comm;
   const int stage = settings.zero_stage.value;
+  if (tp_size > 1) return std::make_unique<TensorParallel>(env, tp_size, settings.dp_size, options);
   if (stage == 0) return std::make_unique<DataParallel>(env, options);
   // ZeRO's collectives get a communicator (and communication thread) of their own.
   if (stage == 1 || stage == 2)

@@ -42,17 +42,22 @@ std::vector<Tensor> Strategy::local_grads(const std::vector<Tensor>& params) con
   return grads;
 }
 
-double Strategy::grad_norm(const std::vector<Tensor>& params, double norm_type) const {
+double Strategy::norm_power(const std::vector<Tensor>& grads, double norm_type) {
   const bool inf = std::isinf(norm_type) && norm_type > 0;
   NoGradGuard no_grad;
   // Accumulated in f64 so the norm of a large model does not lose digits.
   double total = 0;
-  for (const Tensor& g : local_grads(params)) {
+  for (const Tensor& g : grads) {
     const Tensor a = nograd::abs(nograd::to_dtype(g, DType::f64));
     if (inf) total = std::max(total, nograd::max(a).item());
     else total += nograd::sum(norm_type == 2.0 ? nograd::mul(a, a) : nograd::pow(a, norm_type)).item();
   }
-  total = combine_norm(total, inf);
+  return total;
+}
+
+double Strategy::grad_norm(const std::vector<Tensor>& params, double norm_type) const {
+  const bool inf = std::isinf(norm_type) && norm_type > 0;
+  const double total = combine_norm(norm_power(local_grads(params), norm_type), inf);
   return inf ? total : std::pow(total, 1.0 / norm_type);
 }
 

@@ -31,6 +31,9 @@ class Strategy {
 
   // "single_device", "data_parallel", ...
   virtual std::string name() const = 0;
+  // Whether it takes models with tensor-parallel layers (nn::parallel::SplitLayer): the others keep
+  // every parameter whole and refuse them in prepare.
+  virtual bool splits_layers() const { return false; }
 
   // --- prepare --------------------------------------------------------------------------------
   // Places the model on the device, makes every rank start from the same state, and installs what
@@ -62,7 +65,7 @@ class Strategy {
   virtual const optim::Optimizer& updating_optimizer(const optim::Optimizer& optimizer) const { return optimizer; }
   // The norm_type-norm (inf allowed) of the grads of params over every rank's local grads,
   // accumulated in f64. Collective for a sharded strategy.
-  double grad_norm(const std::vector<Tensor>& params, double norm_type) const;
+  virtual double grad_norm(const std::vector<Tensor>& params, double norm_type) const;
   // The update of a prepared optimizer, once its grads are final and the precision let it through.
   // Replicated: the optimizer's own update. Sharded: the shard's update, then the parameters' gather.
   virtual void optimizer_step(optim::Optimizer& optimizer);
@@ -80,6 +83,8 @@ class Strategy {
   // Combines the partial norms of the ranks: each passes sum |g|^p over its local grads (or max |g|
   // for the inf-norm). Replicated grads: the local value is the global one already.
   virtual double combine_norm(double local, bool inf_norm) const;
+  // sum |g|^p over grads (or max |g| for the inf-norm), in f64.
+  static double norm_power(const std::vector<Tensor>& grads, double norm_type);
 
   // For strategies that act per unit of a model (ZeRO-3 gathers a unit's parameters before its
   // forward and frees them after; FSDP reduce-scatters a unit's grads once its backward is done):

@@ -1,0 +1,271 @@
+// The TensorParallel strategy through the Accelerator against one process without one, on the same
+// global batches and init: TP=2 on 2 ranks, TP=4 and a 2 x 2 DP x TP mesh on 4, over 10 clipped
+// AdamW steps (losses, grad norms and the full parameters within 1e-5 relative). Also: the replicated
+// parameters' grads bitwise equal on every rank, the tp ranks of a replica fed the same batch,
+// accumulation, bf16 and fp16, a TP=2 checkpoint resumed at TP=1 and at TP=4, the settings line, and
+// the refusals.
+#include <random>
+#include <string>
+#include <vector>
+
+#include "support.h"
+#include "tensor/nograd/copy.h"
+#include "tensor/nograd/elementwise.h"
+#include "tensor/nograd/reduce.h"
+#include "tensor/nograd/views.h"
+
+namespace test {
+
+namespace {
+
+constexpr int64_t kSequences = 40, kSeqLen = 6, kGlobalBatch = 4;
+constexpr double kMaxNorm = 0.5;  // below the first steps' norms, so the clip acts
+
+nn::GPTConfig tp_config() {
+  return {.vocab_size = 30, .block_size = 8, .n_layer = 2, .n_head = 4, .n_embd = 16, .tie_weights = true};
+}
+
+std::shared_ptr<nn::GPT> make_gpt(uint64_t seed) {
+  Generator gen(seed);
+  return std::make_shared<nn::GPT>(tp_config(), gen);
+}
+
+// Token ids and next-token targets, the same on every rank.
+std::shared_ptr<TensorDataset> token_data() {
+  std::mt19937_64 engine(77);
+  std::uniform_int_distribution<int64_t> id(0, tp_config().vocab_size - 1);
+  std::vector<int64_t> ids(kSequences * kSeqLen), targets(kSequences * kSeqLen);
+  for (int64_t& v : ids) v = id(engine);
+  for (int64_t& v : targets) v = id(engine);
+  return std::make_shared<TensorDataset>(
+      std::vector<Tensor>{from_vector(ids, {kSequences, kSeqLen}), from_vector(targets, {kSequences, kSeqLen})});
+}
+
+struct Run {
+  std::vector<double> losses, norms;
+  nn::StateDict params;  // the full model's, by name
+};
+
+// One process, no Accelerator: the global batches in order, the mean loss, the clip by hand.
+Run reference_run(int steps, int64_t batch = kGlobalBatch) {
+  auto model = make_gpt(31);
+  optim::AdamW opt(model->parameters(), {.lr = 3e-3});
+  DataLoader data(token_data(), {.batch_size = batch});
+  Run run;
+  for (const Batch& batch : data) {
+    if (static_cast<int>(run.losses.size()) == steps) break;
+    opt.zero_grad();
+    const Tensor loss = model->loss(batch[0], batch[1]);
+    backward(loss);
+    double sum_sq = 0;
+    for (const Tensor& p : model->parameters())
+      sum_sq += nograd::sum(nograd::mul(nograd::to_dtype(p.grad(), DType::f64), nograd::to_dtype(p.grad(), DType::f64)))
+                    .item();
+    const double norm = std::sqrt(sum_sq), coefficient = kMaxNorm / (norm + 1e-6);
+    if (coefficient < 1.0)
+      for (const Tensor& p : model->parameters()) nograd::mul_(p.grad(), coefficient);
+    opt.step();
+    run.losses.push_back(loss.item());
+    run.norms.push_back(norm);
+  }
+  for (const auto& [name, p] : model->named_parameters()) run.params.emplace_back(name, nograd::clone(p));
+  return run;
+}
+
+struct TpSpec {
+  int tp_size = 2;
+  int from = 0, until = 10;      // steps
+  std::string save_dir = "", load_dir = "";
+  bool check_replicated = false;  // assert the replicated grads bitwise equal on every rank
+  int accumulation = 1;
+  std::string mixed_precision = "no";
+};
+
+// Through the Accelerator with split_batches: each global batch of 4 split between the dp replicas.
+Run accelerated_run(const TpSpec& spec) {
+  AcceleratorOptions o = options();
+  o.split_batches = true;
+  o.gradient_accumulation_steps = spec.accumulation;
+  o.mixed_precision = spec.mixed_precision;
+  if (spec.tp_size > 1) o.parallelism_config = ParallelismConfig{.tp_size = spec.tp_size};
+  Accelerator accelerator(o);
+  auto model = make_gpt(31 + static_cast<uint64_t>(world()->rank()));  // prepare takes rank 0's
+  auto optimizer = std::make_shared<optim::AdamW>(model->parameters(), optim::AdamWOptions{.lr = 3e-3});
+  DataLoader loader(token_data(), {.batch_size = kGlobalBatch});
+  auto [net, opt, data] = accelerator.prepare(model, optimizer, loader);
+  if (!spec.load_dir.empty()) accelerator.load_state(spec.load_dir);
+  const std::map<std::string, nn::parallel::TensorSplit> splits = nn::parallel::tensor_splits(*net);
+  Run run;
+  int step = spec.from;
+  for (const Batch& batch : data) {
+    // The ranks of one replica read the same rows: every rank's batch, compared within its tp group.
+    const int dp_rank = accelerator.strategy().data_shard().rank;
+    CHECK(batch[0].size(0) == kGlobalBatch / accelerator.strategy().data_shard().world_size);
+    const std::vector<double> first_ids = all_ranks(nograd::sum(nograd::to_dtype(batch[0], DType::f64)).item());
+    const std::vector<double> dp_of = all_ranks(dp_rank);
+    for (size_t r = 0; r < first_ids.size(); ++r)
+      for (size_t s = 0; s < first_ids.size(); ++s)
+        if (dp_of[r] == dp_of[s]) CHECK(first_ids[r] == first_ids[s]);
+    auto window = accelerator.accumulate();
+    opt->zero_grad();
+    Tensor loss;
+    {
+      auto autocast = accelerator.autocast();
+      loss = net->loss(batch[0], batch[1]);
+    }
+    accelerator.backward(loss);
+    if (spec.check_replicated)
+      for (const auto& [name, p] : net->named_parameters())
+        if (!splits.count(name)) {
+          INFO(name);
+          CHECK(differs_across_ranks(nograd::contiguous(nograd::to_dtype(p.grad(), DType::f64)).to_vector<double>()) ==
+                "");
+        }
+    if (accelerator.sync_gradients()) run.norms.push_back(accelerator.clip_grad_norm(*net, kMaxNorm));
+    opt->step();
+    run.losses.push_back(accelerator.reduce(loss, "mean").item());
+    if (++step == spec.until) break;  // before the loader produces another batch, which a save would count
+  }
+  if (!spec.save_dir.empty()) accelerator.save_state(spec.save_dir);
+  run.params = accelerator.get_state_dict(*net);
+  return run;
+}
+
+// max |a - b| over max |b|, over every step or every parameter together.
+void check_close(const std::vector<double>& got, const std::vector<double>& expected, const char* what) {
+  REQUIRE(got.size() == expected.size());
+  double scale = 0, worst = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    scale = std::max(scale, std::abs(expected[i]));
+    worst = std::max(worst, std::abs(got[i] - expected[i]));
+  }
+  INFO(what, ": max |diff| ", worst, " against scale ", scale);
+  CHECK(worst <= 1e-5 * scale);
+}
+
+void check_params(const nn::StateDict& got, const nn::StateDict& expected) {
+  REQUIRE(got.size() == expected.size());
+  std::vector<double> a, b;
+  for (size_t i = 0; i < got.size(); ++i) {
+    INFO(expected[i].first);
+    CHECK(got[i].first == expected[i].first);
+    REQUIRE(got[i].second.shape() == expected[i].second.shape());
+    for (double v : nograd::contiguous(nograd::to_dtype(got[i].second, DType::f64)).to_vector<double>()) a.push_back(v);
+    for (double v : nograd::contiguous(nograd::to_dtype(expected[i].second, DType::f64)).to_vector<double>())
+      b.push_back(v);
+  }
+  check_close(a, b, "parameters");
+}
+
+std::vector<int> tp_sizes() {
+  const int world_size = world()->size();
+  if (world_size == 4) return {2, 4};  // 2 x 2 DP x TP, and TP=4
+  if (world_size == 2) return {2};
+  return {};
+}
+
+}  // namespace
+
+TEST_CASE("TensorParallel equals one process over 10 clipped AdamW steps: TP=2, TP=4 and 2 x 2 DP x TP") {
+  if (tp_sizes().empty()) return;  // one rank has no tensor parallelism; the np 2 and np 4 runs check it
+  const Run expected = reference_run(10);
+  for (int tp : tp_sizes()) {
+    INFO("tp_size ", tp, " of ", world()->size(), " ranks");
+    const Run run = accelerated_run({.tp_size = tp, .check_replicated = true});
+    check_close(run.losses, expected.losses, "losses");
+    check_close(run.norms, expected.norms, "grad norms");
+    CHECK(run.norms[0] > kMaxNorm);  // the clip acted
+    check_params(run.params, expected.params);
+  }
+}
+
+TEST_CASE("TensorParallel with gradient accumulation equals one process on the windows' batches") {
+  if (tp_sizes().empty()) return;  // one rank has no tensor parallelism; the np 2 and np 4 runs check it
+  const Run expected = reference_run(5, 2 * kGlobalBatch);  // 5 windows of 2 micro-batches of 4
+  for (int tp : tp_sizes()) {
+    INFO("tp_size ", tp, " of ", world()->size(), " ranks, 2 micro-batches per step");
+    const Run run = accelerated_run({.tp_size = tp, .accumulation = 2});
+    check_close(run.norms, expected.norms, "grad norms");
+    check_params(run.params, expected.params);
+  }
+}
+
+TEST_CASE("TensorParallel trains in bf16 and fp16: every step's loss within 1e-2 of the f32 run's") {
+  if (tp_sizes().empty()) return;  // one rank has no tensor parallelism; the np 2 and np 4 runs check it
+  const Run expected = reference_run(10);
+  for (const char* precision : {"bf16", "fp16"}) {
+    INFO(precision, ", tp_size 2 of ", world()->size(), " ranks");
+    const Run run = accelerated_run({.tp_size = 2, .mixed_precision = precision});
+    REQUIRE(run.losses.size() == expected.losses.size());
+    for (size_t i = 0; i < run.losses.size(); ++i)
+      CHECK(std::abs(run.losses[i] - expected.losses[i]) <= 1e-2 * expected.losses[i]);
+    CHECK(run.losses.back() < run.losses.front());
+  }
+}
+
+TEST_CASE("a TP=2 checkpoint resumes at TP=1 and at TP=4 and continues as the uninterrupted run") {
+  const int world_size = world()->size();
+  if (world_size < 2) return;  // TP=2 needs 2 ranks; the np 2 and np 4 runs check it
+  const Run expected = reference_run(10);
+  const std::string dir = shared_temp_dir() + "/tp2";
+  accelerated_run({.tp_size = 2, .until = 5, .save_dir = dir});
+  std::vector<int> resume_at{1};
+  if (world_size == 4) resume_at.push_back(4);
+  for (int tp : resume_at) {
+    INFO("resumed at tp_size ", tp, " on ", world_size, " ranks");
+    const Run resumed = accelerated_run({.tp_size = tp, .from = 5, .until = 10, .load_dir = dir});
+    check_close(resumed.losses, std::vector<double>(expected.losses.begin() + 5, expected.losses.end()), "losses");
+    check_params(resumed.params, expected.params);
+  }
+}
+
+TEST_CASE("tp_size shows in the settings line, and bad sizes and models are refused naming the values") {
+  const int world_size = world()->size();
+  AcceleratorOptions o = options();
+  o.parallelism_config = ParallelismConfig{.tp_size = 3};
+  CHECK(error_of([&] { Accelerator accelerator(o); }) ==
+        fmt::format("Accelerator: tp_size 3 (code) does not divide the world size {}", world_size));
+  if (world_size < 2) return;
+  o.parallelism_config = ParallelismConfig{.tp_size = 2, .dp_size = world_size};
+  CHECK(error_of([&] { Accelerator accelerator(o); }) ==
+        fmt::format("TensorParallel: dp_size {} x tp_size 2 is {}, but the world size is {}", world_size,
+                    2 * world_size, world_size));
+  o.parallelism_config = ParallelismConfig{.tp_size = 2};
+  o.deepspeed_plugin = DeepSpeedPlugin{.zero_stage = 1, .gradient_accumulation_steps = std::nullopt};
+  CHECK(error_of([&] { Accelerator accelerator(o); })
+            .find("Accelerator: tp_size 2 (code) with zero_stage 1 (code)") == 0);
+  o.deepspeed_plugin.reset();
+  Accelerator accelerator(o);
+  CHECK(accelerator.settings().describe().find(", tp_size=2 (code)") != std::string::npos);
+  CHECK(accelerator.strategy().name() == "tensor_parallel");
+  // A model that cannot split itself, and a GPT whose heads do not divide by tp.
+  CHECK(error_of([&] { accelerator.prepare(make_mlp(1)); })
+            .find("TensorParallel: a Sequential cannot split itself across a tensor-parallel group; tp_size 2") == 0);
+  Generator gen(3);
+  auto odd = std::make_shared<nn::GPT>(
+      nn::GPTConfig{.vocab_size = 30, .block_size = 8, .n_layer = 1, .n_head = 3, .n_embd = 12}, gen);
+  CHECK(error_of([&] { accelerator.prepare(odd); }) ==
+        "GPT::parallelize: n_head 3 is not a multiple of the tensor-parallel size 2");
+  // A checkpoint's tensor of another model's size.
+  auto model = make_gpt(5);
+  auto net = accelerator.prepare(model);
+  nn::StateDict state = accelerator.get_state_dict(*net);
+  state[0].second = zeros({31, 16});
+  CHECK(error_of([&] { accelerator.strategy().load_model_state_dict(*net, state, true); }) ==
+        "TensorParallel::load_model_state_dict: 'wte.weight' in the state is [31, 16], but the model's full tensor "
+        "is [30, 16]");
+}
+
+TEST_CASE("a tensor-parallel layer under a strategy that keeps layers whole is refused") {
+  Accelerator accelerator(options());
+  Generator gen(4);
+  auto model = std::make_shared<nn::Sequential>();
+  model->push_back(nn::parallel::ColumnParallelLinear::from_full(nn::Linear(4, 4, true, gen), *world()));
+  CHECK(error_of([&] { accelerator.prepare(model); }) ==
+        fmt::format("Accelerator::prepare: the model's '0' is a tensor-parallel layer, but the strategy is {}, which "
+                    "keeps every layer whole; set tp_size (ParallelismConfig, --tp_size) and give prepare the whole "
+                    "model",
+                    accelerator.strategy().name()));
+}
+
+}  // namespace test
