@@ -15,39 +15,17 @@
 
 #include <accel.h>
 
-#include "collective/ledger.h"
 #include "foundation_mlp.h"
+#include "ring_bytes.h"
 #include "timing.h"
 
 using namespace accel;
 
 namespace {
 
-// Bytes this rank puts on the wire for one ledger entry, as a ring algorithm sends them.
-double ring_bytes(const LedgerEntry& e, int n) {
-  const double elems = static_cast<double>(e.count) * static_cast<double>(dtype_size(e.dtype));
-  const double share = static_cast<double>(n - 1) / n;
-  if (e.op == "all_reduce") return 2 * share * elems;
-  if (e.op == "reduce_scatter" || e.op == "all_gather") return static_cast<double>(n - 1) * elems;
-  if (e.op == "broadcast") return elems;  // an upper bound: the root sends it, the others forward it
-  return 0;
-}
-
 // Integer ids in [0, n), uniform.
 Tensor random_ids(const Shape& shape, int64_t n, Generator& gen) {
   return to(rand(shape, gen) * static_cast<double>(n), DType::i64);
-}
-
-// The sum of ring_bytes over every live ledger's entries with seq above the marks, then new marks.
-double bytes_since(std::map<const CollectiveLedger*, uint64_t>& marks, int n) {
-  double bytes = 0;
-  for (const auto& ledger : live_ledgers()) {
-    uint64_t& mark = marks[ledger.get()];
-    for (const LedgerEntry& e : ledger->entries())
-      if (e.seq > mark) bytes += ring_bytes(e, n);
-    mark = ledger->last_seq();
-  }
-  return bytes;
 }
 
 struct Workload {
@@ -74,9 +52,11 @@ void run_stage(const Workload& w, int stage, int steps, int warmup, Result& out)
   for (const Tensor& p : model->parameters()) out.psi += p.numel();
   auto adamw = std::make_shared<optim::AdamW>(model->parameters(), optim::AdamWOptions{.lr = 1e-3});
   auto [net, opt] = accelerator.prepare(model, adamw);
-  std::map<const CollectiveLedger*, uint64_t> marks;
+  ring::Marks marks;
+  const int n = accelerator.num_processes();
+  auto world_size = [n](const CollectiveLedger&) { return n; };
   for (int s = 0; s < warmup + steps; ++s) {
-    if (s == warmup) bytes_since(marks, accelerator.num_processes());
+    if (s == warmup) ring::bytes_since(marks, world_size);
     accelerator.wait_for_everyone();
     const auto start = timing::Clock::now();
     opt->zero_grad();
@@ -86,8 +66,8 @@ void run_stage(const Workload& w, int stage, int steps, int warmup, Result& out)
     if (s >= warmup) out.ms.push_back(ms);
   }
   // The barriers of the loop are on the world communicator, not the strategy's: only the step's
-  // collectives remain once the barriers' own entries (zero bytes) are counted out by ring_bytes.
-  out.bytes_per_step = bytes_since(marks, accelerator.num_processes()) / steps;
+  // collectives remain once the barriers' own entries (zero bytes) are counted out by ring::bytes_of.
+  out.bytes_per_step = ring::bytes_since(marks, world_size) / steps;
 }
 
 std::vector<Workload> workloads(int64_t batch) {

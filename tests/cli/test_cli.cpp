@@ -102,6 +102,24 @@ TEST_CASE("accel launch --use_deepspeed --zero_stage N and --use_fsdp set the sh
   CHECK(r.output.find(" -x ACCEL_FSDP_SHARDING_STRATEGY=FULL_SHARD ") != std::string::npos);
 }
 
+TEST_CASE("accel launch --tp_size N sets tensor parallelism for every rank, and must divide the processes") {
+  Run r = run(fmt::format("{} launch --dry-run -n 4 --tp_size 2 prog", kAccel));
+  INFO(r.output);
+  REQUIRE(r.status == 0);
+  CHECK(r.output.find(" -x ACCEL_TP_SIZE=2 ") != std::string::npos);
+  r = run(fmt::format("{} launch --dry-run -n 4 --parallelism_config_tp_size 4 prog", kAccel));  // Accelerate's name
+  CHECK(r.output.find(" -x ACCEL_TP_SIZE=4 ") != std::string::npos);
+  r = run(fmt::format("{} launch --dry-run -n 4 prog", kAccel));
+  CHECK(r.output.find("ACCEL_TP_SIZE") == std::string::npos);  // none asked for: none set
+  r = run(fmt::format("{} launch --dry-run -n 4 --tp_size 3 prog", kAccel));
+  CHECK(r.status != 0);
+  CHECK(r.output.find("accel launch: tp_size 3 does not divide the 4 processes") != std::string::npos);
+  const TempDir dir("launch_tp");
+  const std::string config = dir.write("c.yaml", "num_processes: 4\ntp_size: 2\n");
+  r = run(fmt::format("{} launch --config_file {} --dry-run prog", kAccel, config));
+  CHECK(r.output.find(" -x ACCEL_TP_SIZE=2 ") != std::string::npos);
+}
+
 TEST_CASE("accel launch --dry-run prints the exact mpirun line") {
   const std::string self = accel_real_path();
   const std::string settings =

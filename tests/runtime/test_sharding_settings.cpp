@@ -133,3 +133,38 @@ TEST_CASE("the config file's zero_stage or fsdp_sharding_strategy, below code an
                        "test.yaml:1: zero_stage must be 0, 1, 2 or 3, got 5", Error);
   std::filesystem::remove(path);
 }
+
+TEST_CASE("tp_size comes from ParallelismConfig in code, else ACCEL_TP_SIZE (or Accelerate's name), else the config "
+          "file, else 1") {
+  AcceleratorOptions o = quiet();
+  EffectiveSettings s = resolve_settings(o, kNoEnv);
+  CHECK(s.tp_size.value == 1);
+  CHECK(s.tp_size.source == "default");
+  CHECK(s.describe().find("tp_size") == std::string::npos);  // named only once asked for
+
+  s = resolve_settings(o, with_env({{"ACCEL_TP_SIZE", "2"}}));
+  CHECK(s.tp_size.value == 2);
+  CHECK(s.tp_size.source == "environment ACCEL_TP_SIZE");
+  s = resolve_settings(o, with_env({{"PARALLELISM_CONFIG_TP_SIZE", "4"}}));
+  CHECK(s.tp_size.value == 4);
+  CHECK(s.describe().find(", tp_size=4 (environment PARALLELISM_CONFIG_TP_SIZE") != std::string::npos);
+
+  o.parallelism_config = ParallelismConfig{.tp_size = 2, .dp_size = 3};
+  s = resolve_settings(o, with_env({{"ACCEL_TP_SIZE", "4"}}));
+  CHECK(s.tp_size.value == 2);  // code wins
+  CHECK(s.dp_size == 3);
+  CHECK(s.describe().find(", tp_size=2 (code)") != std::string::npos);
+
+  o.parallelism_config = ParallelismConfig{.tp_size = 0};
+  CHECK_THROWS_WITH_AS(resolve_settings(o, kNoEnv),
+                       doctest::Contains("tp_size '0' from code is not valid; expected an integer >= 1"), Error);
+  o.parallelism_config = ParallelismConfig{.tp_size = 2, .dp_size = -1};
+  CHECK_THROWS_WITH_AS(resolve_settings(o, kNoEnv),
+                       "Accelerator: ParallelismConfig dp_size -1 must be 0 (the world / tp_size) or positive", Error);
+
+  ConfigFile c = parse_config("num_processes: 4\ntp_size: 2\n", "test.yaml");
+  CHECK(c.tp_size == 2);
+  CHECK(parse_config(to_yaml(c), "round trip") == c);
+  CHECK_THROWS_WITH_AS(parse_config("num_processes: 4\ntp_size: 3\n", "test.yaml"),
+                       "test.yaml: tp_size 3 does not divide num_processes 4", Error);
+}
