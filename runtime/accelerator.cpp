@@ -77,6 +77,11 @@ Accelerator::Accelerator(AcceleratorOptions options)
 void Accelerator::build_training_parts() {
   precision_ = make_precision(settings_, loss_scaler_options_, env_->comm(), env_->device());
   strategy_ = make_strategy(*env_, settings_, precision_->policy());
+  // The ranks of one data shard (a tensor-parallel group) read the same batch: a step is one batch per
+  // shard, and gather_for_metrics keeps one copy of each shard's rows.
+  const int shards = strategy_->data_shard().world_size;
+  if (!split_batches_) scheduler_stepping_.processes = shards;
+  collectives_.set_ranks_per_data_shard(env_->world_size() / shards);
   training_step_ = std::make_shared<TrainingStep>(accumulation_, *precision_, *strategy_, scheduler_stepping_);
   parts_ = TrainingParts{};
   parts_.env = env_.get();

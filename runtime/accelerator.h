@@ -188,7 +188,8 @@ class Accelerator {
   // Every rank's tensor concatenated along dim 0, in rank order (a 0-d tensor counts as one row).
   // Dim 0 may differ between ranks; the other dims and the dtype may not.
   Tensor gather(const Tensor& tensor, CallSite site = {}) { return collectives_.gather(tensor, site); }
-  // gather, minus the rows that repeat samples to pad the last batches (even_batches), so that over
+  // gather, minus the rows that repeat samples to pad the last batches (even_batches), and minus the
+  // copies of the other ranks of a tensor-parallel group (which read the same batch), so that over
   // an epoch every sample is counted exactly once. Dim 0 of tensor must index the samples of the
   // batch the prepared DataLoader produced last.
   Tensor gather_for_metrics(const Tensor& tensor, CallSite site = {}) {

@@ -99,7 +99,7 @@ std::string CheckedCollectives::shapes_of(const std::vector<TensorInfo>& infos) 
   return list_shapes(shapes);
 }
 
-Tensor CheckedCollectives::gather_rows(const char* op, const Tensor& tensor, int64_t padding) {
+Tensor CheckedCollectives::gather_rows(const char* op, const Tensor& tensor, int64_t padding, int stride) {
   const Tensor rows = tensor.defined() && tensor.dim() == 0 ? nograd::reshape(tensor, {1}) : tensor;
   const std::vector<TensorInfo> infos = exchange_info(op, rows, padding);
   const int n = env_.comm()->size();
@@ -129,8 +129,8 @@ Tensor CheckedCollectives::gather_rows(const char* op, const Tensor& tensor, int
   Tensor all = empty(whole, rows.dtype(), rows.device());
   env_.comm_for(mine).all_gather(mine, all, site_);
   std::vector<Tensor> pieces;
-  bool cut = false;
-  for (int r = 0; r < n; ++r) {
+  bool cut = stride > 1;
+  for (int r = 0; r < n; r += stride) {
     const TensorInfo& info = infos[static_cast<size_t>(r)];
     const int64_t keep = info.shape[0] - info.extra;
     cut |= keep != most;
@@ -149,7 +149,7 @@ Tensor CheckedCollectives::gather_for_metrics(const Tensor& tensor, const CallSi
   site_ = served("gather_for_metrics", site);
   // One process keeps its short last batch and never pads.
   if (!env_.comm()) return tensor.defined() && tensor.dim() == 0 ? nograd::reshape(tensor, {1}) : tensor;
-  return gather_rows("gather_for_metrics", tensor, gradient_state_->padding);
+  return gather_rows("gather_for_metrics", tensor, gradient_state_->padding, ranks_per_data_shard_);
 }
 
 // The collectives below check their arguments after exchange_info, on every rank's values: a rank

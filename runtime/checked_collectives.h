@@ -20,6 +20,10 @@ class CheckedCollectives {
   // env outlives this. gradient_state says how many rows of the last batch were padding.
   CheckedCollectives(const Environment& env, std::shared_ptr<const GradientState> gradient_state);
 
+  // Every k adjacent ranks read the same data (a tensor-parallel group): gather_for_metrics keeps the
+  // first of each k ranks' rows. 1 unless a strategy says otherwise.
+  void set_ranks_per_data_shard(int k) { ranks_per_data_shard_ = k; }
+
   // See Accelerator for each one's contract.
   Tensor gather(const Tensor& tensor, const CallSite& site);
   Tensor gather_for_metrics(const Tensor& tensor, const CallSite& site);
@@ -41,14 +45,16 @@ class CheckedCollectives {
   };
   std::vector<TensorInfo> exchange_info(const char* op, const Tensor& tensor, int64_t extra);
   static std::string shapes_of(const std::vector<TensorInfo>& infos);  // "rank 0 [2, 3], rank 1 [2, 4]"
-  // gather, dropping the last `padding` rows of each rank's part (every rank passes its own).
-  Tensor gather_rows(const char* op, const Tensor& tensor, int64_t padding);
+  // gather, dropping the last `padding` rows of each rank's part (every rank passes its own), and the
+  // parts of all but every `stride`-th rank.
+  Tensor gather_rows(const char* op, const Tensor& tensor, int64_t padding, int stride = 1);
   // reduce with the reduction as it travels (a ReduceOp's value, or unsupported) and as asked.
   Tensor reduce_as(const Tensor& tensor, int64_t code, const std::string& asked);
 
   const Environment& env_;
   CallSite site_;  // the user's call being served, for the ledger
   std::shared_ptr<const GradientState> gradient_state_;
+  int ranks_per_data_shard_ = 1;
 };
 
 }  // namespace accel

@@ -23,6 +23,7 @@
 #include "nn/dropout.h"
 #include "runtime/checkpoint/checkpoint_dir.h"
 #include "runtime/checkpoint/named_optimizer_state.h"
+#include "runtime/checkpoint/state_shard_files.h"
 #include "runtime/safetensors.h"
 #include "tensor/creation.h"
 #include "tensor/nograd/copy.h"
@@ -189,16 +190,36 @@ CheckpointSnapshot take_checkpoint_snapshot(const TrainingParts& parts, const Sa
   CheckpointSnapshot snap;
   snap.rank = parts.env->rank();
   const bool main = is_main(parts);
-  // Gathered on every rank (a sharded strategy's gather is collective); rank 0 writes them.
+  // A strategy that keeps state split has every writing rank save its own shard; the others' state is
+  // gathered on every rank (a sharded strategy's gather is collective) and rank 0 writes it.
+  auto add_shard = [&](const std::string& stem, StateShard shard) {
+    if (main) snap.text_files.emplace_back(state_shard_index_name(stem), state_shard_index(stem, shard.parts));
+    if (!shard.writer) return;
+    const std::string file = state_shard_file_name(stem, shard.part, shard.parts);
+    shard.local = keep(std::move(shard.local), file);
+    auto [tensors, metadata] = state_shard_file(shard);
+    snap.tensor_files.push_back({file, std::move(tensors), std::move(metadata), file});
+  };
   for (size_t i = 0; i < parts.models.size(); ++i) {
-    nn::StateDict state = parts.strategy->model_state_dict(*alive(parts.models[i], "model", i));
+    const nn::Module& model = *alive(parts.models[i], "model", i);
     const std::string stem = i == 0 ? "model" : fmt::format("model_{}", i);
+    if (std::optional<StateShard> shard = parts.strategy->model_state_shard(model)) {
+      add_shard(stem, std::move(*shard));
+      continue;
+    }
+    nn::StateDict state = parts.strategy->model_state_dict(model);
     if (main) add_model_files(snap, stem, keep(std::move(state), stem), options.max_shard_bytes);
   }
   for (size_t i = 0; i < parts.optimizers.size(); ++i) {
     const PreparedOptimizer& o = parts.optimizers[i];
-    const optim::StateDict state = parts.strategy->optimizer_state_dict(*alive(o.optimizer, "optimizer", i));
+    const optim::Optimizer& optimizer = *alive(o.optimizer, "optimizer", i);
     const std::string file = numbered_file("optimizer", i);
+    if (std::optional<StateShard> shard = parts.strategy->optimizer_state_shard(optimizer)) {
+      shard->local = name_optimizer_state(shard->local, o.names);
+      add_shard(file.substr(0, file.size() - std::string(".safetensors").size()), std::move(*shard));
+      continue;
+    }
+    const optim::StateDict state = parts.strategy->optimizer_state_dict(optimizer);
     if (main) snap.tensor_files.push_back({file, keep(name_optimizer_state(state, o.names), file), {}, file});
   }
   if (main) {
@@ -284,7 +305,10 @@ ReadCheckpoint read_checkpoint(const TrainingParts& parts, const fs::path& dir) 
     r.models.push_back(read_checkpoint_model(dir, i));
   for (size_t i = 0; i < parts.optimizers.size(); ++i) {
     const fs::path file = dir / numbered_file("optimizer", i);
-    r.optimizers.push_back(index_optimizer_state(read_tensors(file), parts.optimizers[i].names, file.string()));
+    const std::string stem = file.stem().string();
+    const nn::StateDict by_name = fs::exists(dir / state_shard_index_name(stem)) ? read_state_shards(dir, stem)
+                                                                                  : read_tensors(file);
+    r.optimizers.push_back(index_optimizer_state(by_name, parts.optimizers[i].names, file.string()));
   }
   if (fs::exists(dir / "precision.safetensors")) r.precision = read_tensors(dir / "precision.safetensors");
   for (size_t i = 0; i < parts.objects.size(); ++i)
@@ -426,6 +450,7 @@ void load_training_checkpoint(const TrainingParts& parts, const fs::path& reques
 nn::StateDict read_checkpoint_model(const fs::path& dir, size_t model_index) {
   const std::string stem = model_index == 0 ? "model" : fmt::format("model_{}", model_index);
   const fs::path whole = dir / (stem + ".safetensors"), index = dir / (stem + ".safetensors.index.json");
+  if (fs::exists(dir / state_shard_index_name(stem))) return read_state_shards(dir, stem);
   if (fs::exists(whole) || !fs::exists(index)) return read_tensors(whole);
   const std::vector<std::string> files = parse_shard_index(read_text(index), index.string());
   nn::StateDict state;

@@ -81,6 +81,10 @@ void Strategy::load_optimizer_state_dict(optim::Optimizer& optimizer, const opti
   optimizer.load_state_dict(state);
 }
 
+std::optional<StateShard> Strategy::model_state_shard(const nn::Module&) const { return std::nullopt; }
+
+std::optional<StateShard> Strategy::optimizer_state_shard(const optim::Optimizer&) const { return std::nullopt; }
+
 void Strategy::hook_units(const std::vector<nn::Module*>& units) {
   for (nn::Module* unit : units) {
     unit_hooks_.push_back(unit->register_forward_pre_hook([this](nn::Module& m, const Tensor&) { before_unit_forward(m); }));

@@ -5,10 +5,12 @@
 #pragma once
 
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "nn/module.h"
+#include "nn/parallel/partition.h"
 #include "optim/optimizer.h"
 #include "tensor/hook_list.h"
 #include "tensor/tensor.h"
@@ -20,6 +22,18 @@ namespace accel {
 struct DataShard {
   int rank = 0;
   int world_size = 1;
+};
+
+// This rank's share of a state that the ranks save in files of their own (a checkpoint's shards with
+// global offsets) rather than gathered: each tensor of local whole, or this rank's part of a full
+// tensor under its split. Rank `part` of `parts` holds the part; of the ranks that hold the same part
+// (data-parallel replicas), one is the writer.
+struct StateShard {
+  nn::StateDict local;
+  std::vector<std::optional<nn::parallel::TensorSplit>> splits;  // one per entry of local
+  int part = 0;
+  int parts = 1;
+  bool writer = true;
 };
 
 class Strategy {
@@ -78,6 +92,11 @@ class Strategy {
   virtual nn::LoadResult load_model_state_dict(nn::Module& model, const nn::StateDict& state, bool strict);
   virtual optim::StateDict optimizer_state_dict(const optim::Optimizer& optimizer) const;
   virtual void load_optimizer_state_dict(optim::Optimizer& optimizer, const optim::StateDict& state);
+  // For a strategy whose checkpoints are per-rank shards: this rank's share of the model's (or the
+  // optimizer's, positional keys) state. nullopt (the default): the checkpoint holds the full state
+  // of model_state_dict, written by rank 0. Either way load_*_state_dict gets the full state.
+  virtual std::optional<StateShard> model_state_shard(const nn::Module& model) const;
+  virtual std::optional<StateShard> optimizer_state_shard(const optim::Optimizer& optimizer) const;
 
  protected:
   // Combines the partial norms of the ranks: each passes sum |g|^p over its local grads (or max |g|

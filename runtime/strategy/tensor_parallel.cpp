@@ -179,4 +179,33 @@ void TensorParallel::load_optimizer_state_dict(optim::Optimizer& optimizer, cons
   optimizer.load_state_dict(parts);
 }
 
+StateShard TensorParallel::shard_of(
+    const nn::StateDict& local,
+    const std::function<const nn::parallel::TensorSplit*(const std::string&, const Tensor&)>& split_for) const {
+  StateShard shard{.local = local, .splits = {}, .part = tp().rank(), .parts = tp().size(),
+                   .writer = mesh_->coordinate("dp") == 0};
+  for (const auto& [key, t] : local) {
+    const nn::parallel::TensorSplit* split = split_for(key, t);
+    shard.splits.push_back(split ? std::optional(*split) : std::nullopt);
+  }
+  return shard;
+}
+
+std::optional<StateShard> TensorParallel::model_state_shard(const nn::Module& model) const {
+  const Prepared& p = prepared(model, "model_state_shard");
+  return shard_of(model.state_dict(), [&](const std::string& name, const Tensor&) {
+    const auto it = p.splits.find(name);
+    return it == p.splits.end() ? nullptr : &it->second;
+  });
+}
+
+std::optional<StateShard> TensorParallel::optimizer_state_shard(const optim::Optimizer& optimizer) const {
+  return shard_of(optimizer.state_dict(), [&](const std::string& key, const Tensor& t) {
+    size_t index = 0;
+    std::string slot;
+    const bool per_param = optim::parse_state_key(key, index, slot) && index < optimizer.params().size();
+    return per_param && t.dim() > 0 ? split_of(optimizer.params()[index]) : nullptr;
+  });
+}
+
 }  // namespace accel

@@ -48,6 +48,9 @@ class TensorParallel final : public Strategy {
   nn::LoadResult load_model_state_dict(nn::Module& model, const nn::StateDict& state, bool strict) override;
   optim::StateDict optimizer_state_dict(const optim::Optimizer& optimizer) const override;
   void load_optimizer_state_dict(optim::Optimizer& optimizer, const optim::StateDict& state) override;
+  // Checkpoints as shards: each rank of the first dp replica writes its parts, none is gathered.
+  std::optional<StateShard> model_state_shard(const nn::Module& model) const override;
+  std::optional<StateShard> optimizer_state_shard(const optim::Optimizer& optimizer) const override;
 
  private:
   struct Prepared {
@@ -63,6 +66,8 @@ class TensorParallel final : public Strategy {
   Tensor cut(const Tensor& full, const Tensor& part, const nn::parallel::TensorSplit& split, const char* who,
              const std::string& name) const;
   Communicator& tp() const { return mesh_->comm("tp"); }
+  StateShard shard_of(const nn::StateDict& local, const std::function<const nn::parallel::TensorSplit*(
+                                                      const std::string& key, const Tensor& t)>& split_for) const;
 
   const Environment& env_;
   ReducerOptions options_;

@@ -2,12 +2,16 @@
 // global batches and init: TP=2 on 2 ranks, TP=4 and a 2 x 2 DP x TP mesh on 4, over 10 clipped
 // AdamW steps (losses, grad norms and the full parameters within 1e-5 relative). Also: the replicated
 // parameters' grads bitwise equal on every rank, the tp ranks of a replica fed the same batch,
-// accumulation, bf16 and fp16, a TP=2 checkpoint resumed at TP=1 and at TP=4, the settings line, and
-// the refusals.
+// accumulation, bf16 and fp16, gather_for_metrics, a TP=2 checkpoint (per-rank shards with global
+// offsets) resumed at TP=1 and at TP=4, the settings line, and the refusals.
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "runtime/checkpoint/training_checkpoint.h"
 #include "support.h"
 #include "tensor/nograd/copy.h"
 #include "tensor/nograd/elementwise.h"
@@ -203,12 +207,51 @@ TEST_CASE("TensorParallel trains in bf16 and fp16: every step's loss within 1e-2
   }
 }
 
+TEST_CASE("gather_for_metrics under TensorParallel counts every sample once, not once per tp rank") {
+  if (tp_sizes().empty()) return;  // one rank has no tensor parallelism; the np 2 and np 4 runs check it
+  for (int tp : tp_sizes()) {
+    INFO("tp_size ", tp, " of ", world()->size(), " ranks");
+    AcceleratorOptions o = options();
+    o.parallelism_config = ParallelismConfig{.tp_size = tp};
+    Accelerator accelerator(o);
+    std::vector<int64_t> ids(13);  // not a multiple of the replicas: the last batch is padded
+    for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int64_t>(i);
+    DataLoader loader(std::make_shared<TensorDataset>(std::vector<Tensor>{from_vector(ids)}), {.batch_size = 2});
+    auto data = accelerator.prepare(loader);
+    std::vector<int64_t> seen;
+    for (const Batch& batch : data)
+      for (int64_t id : accelerator.gather_for_metrics(batch[0]).to_vector<int64_t>()) seen.push_back(id);
+    std::sort(seen.begin(), seen.end());
+    CHECK(seen == ids);
+  }
+}
+
 TEST_CASE("a TP=2 checkpoint resumes at TP=1 and at TP=4 and continues as the uninterrupted run") {
   const int world_size = world()->size();
   if (world_size < 2) return;  // TP=2 needs 2 ranks; the np 2 and np 4 runs check it
   const Run expected = reference_run(10);
   const std::string dir = shared_temp_dir() + "/tp2";
-  accelerated_run({.tp_size = 2, .until = 5, .save_dir = dir});
+  const Run saved = accelerated_run({.tp_size = 2, .until = 5, .save_dir = dir});
+  // Shards with global offsets, one file per tp rank, nothing gathered; put together they are the
+  // full model the run held (merge-weights and a load at another tp read them so).
+  if (world()->rank() == 0) {
+    namespace fs = std::filesystem;
+    CHECK(fs::exists(dir + "/model.shards.json"));
+    CHECK(fs::exists(dir + "/model.shard-00001-of-00002.safetensors"));
+    CHECK(fs::exists(dir + "/model.shard-00002-of-00002.safetensors"));
+    CHECK(fs::exists(dir + "/optimizer.shard-00002-of-00002.safetensors"));
+    CHECK_FALSE(fs::exists(dir + "/model.safetensors"));
+    check_params(read_checkpoint_model(dir), saved.params);
+    // A shard file left out of the index: the pieces no longer cover the split tensors.
+    const std::string torn = dir + "_torn";
+    fs::copy(dir, torn);
+    {
+      std::ofstream index(torn + "/model.shards.json");
+      index << R"({"files": ["model.shard-00001-of-00002.safetensors"]})";
+    }
+    CHECK(error_of([&] { read_checkpoint_model(torn); })
+              .find("the shard files hold 15 of the 30 rows of 'wte.weight' along dim 0") != std::string::npos);
+  }
   std::vector<int> resume_at{1};
   if (world_size == 4) resume_at.push_back(4);
   for (int tp : resume_at) {

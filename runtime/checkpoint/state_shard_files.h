@@ -1,0 +1,31 @@
+// Checkpoint files for state that a strategy keeps split across ranks (StateShard): every writing rank
+// stores its own pieces of the split tensors, each with the place it takes in the full tensor (dim,
+// offset and the full shape, in the file's metadata), and part 0 also the tensors held whole. Reading
+// puts the full tensors together from every file, so the state loads at any other split or none.
+//   <stem>.shard-00001-of-00002.safetensors, ...  and  <stem>.shards.json {"files": [...]}
+#pragma once
+
+#include <filesystem>
+#include <string>
+#include <utility>
+
+#include "nn/module.h"
+#include "runtime/safetensors.h"
+#include "runtime/strategy/strategy.h"
+
+namespace accel {
+
+// The name of part's file, and its tensors and metadata (the pieces' places).
+std::string state_shard_file_name(const std::string& stem, int part, int parts);
+std::pair<nn::StateDict, SafetensorsMetadata> state_shard_file(const StateShard& shard);
+
+// <stem>.shards.json and its text, naming the parts' files.
+std::string state_shard_index_name(const std::string& stem);
+std::string state_shard_index(const std::string& stem, int parts);
+
+// The full state from the files dir/<stem>.shards.json names, in part 0's order. Throws an
+// accel::Error naming the file and the tensor when a file is missing or bad, a piece does not fit its
+// full tensor, or the pieces do not cover a full tensor exactly.
+nn::StateDict read_state_shards(const std::filesystem::path& dir, const std::string& stem);
+
+}  // namespace accel
