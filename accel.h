@@ -63,6 +63,7 @@
 #include "runtime/precision/precision.h"
 #include "runtime/llmc/gpt2_model_file.h"
 #include "runtime/llmc/gpt2_model_weights.h"
+#include "runtime/llmc/gpt2_tokenizer.h"
 #include "runtime/llmc/token_loader.h"
 #include "runtime/llmc/token_shard.h"
 #include "runtime/notebook_launcher.h"
