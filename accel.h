@@ -56,6 +56,7 @@
 #include "runtime/checkpoint/preemption.h"
 #include "runtime/gpt2_weights.h"
 #include "runtime/hf_gpt2.h"
+#include "runtime/matmul_rate.h"
 #include "runtime/precision/fp16_precision.h"
 #include "runtime/precision/fp8_precision.h"
 #include "runtime/precision/half_precision.h"
