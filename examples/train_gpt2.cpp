@@ -131,8 +131,8 @@ double validate(nn::GPT& model, llmc::TokenShardLoader& loader, int64_t steps, A
   return total[1] > 0 ? total[0] / total[1] : 0.0;
 }
 
-// count tokens drawn one at a time after start_id, at temperature 1. Every rank runs it (a sharded model's
-// forward is collective) with the same generator, so every rank draws the same tokens.
+// Draws count tokens one at a time after start_id, at temperature 1. Every rank runs it (a sharded
+// model's forward is collective) with the same generator, so every rank draws the same tokens.
 std::vector<int64_t> sample(nn::GPT& model, int64_t start_id, int64_t count, Generator& gen,
                             const Accelerator& accelerator) {
   NoGradGuard no_grad;
