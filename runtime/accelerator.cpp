@@ -297,6 +297,38 @@ double Accelerator::clip_grad_norm(const nn::Module& model, double max_norm, dou
   return clip_grad_norm(model.parameters(), max_norm, norm_type);
 }
 
+int64_t Accelerator::num_items(int64_t local_count, CallSite site) {
+  if (local_count < 0)
+    throw Error(fmt::format("Accelerator::num_items: local_count is {}, expected >= 0 (this rank's items in the "
+                            "window)",
+                            local_count));
+  Communicator* comm = env_->comm();
+  if (!comm) return local_count;
+  // f64 travels over every backend and holds counts exactly up to 2^53.
+  Tensor total = full({1}, static_cast<double>(local_count), DType::f64);
+  comm->all_reduce(total, ReduceOp::sum, site);
+  const int64_t world_sum = static_cast<int64_t>(total.item());
+  // Ranks that replicate one data-parallel rank read its data and count its items again.
+  const int64_t replicas = num_processes() / strategy_->data_shard().world_size;
+  if (world_sum % replicas != 0)
+    throw Error(fmt::format("Accelerator::num_items: the ranks' counts sum to {}, which the {} replicas of each "
+                            "data-parallel rank cannot have given alike; every replica must pass the same count",
+                            world_sum, replicas));
+  return world_sum / replicas;
+}
+
+Tensor Accelerator::scale_sum_loss(const Tensor& sum_loss, int64_t num_items) const {
+  if (!sum_loss.defined() || sum_loss.numel() != 1)
+    throw Error(fmt::format("Accelerator::scale_sum_loss: expected a one-element loss, got {}", sum_loss.str()));
+  if (num_items < 0)
+    throw Error(fmt::format("Accelerator::scale_sum_loss: num_items is {}, expected >= 0 (from num_items())",
+                            num_items));
+  if (num_items == 0) return sum_loss * 0.0;
+  const double data_parallel = strategy_->data_shard().world_size;
+  const double divisor = static_cast<double>(accumulation_.loss_divisor());
+  return sum_loss * (data_parallel * divisor / static_cast<double>(num_items));
+}
+
 void Accelerator::wait_for_everyone(CallSite site) {
   if (Communicator* comm = env_->comm()) comm->barrier(site);
 }

@@ -181,6 +181,33 @@ class Accelerator {
   double clip_grad_norm(const std::vector<Tensor>& params, double max_norm, double norm_type = 2.0);
   double clip_grad_norm(const nn::Module& model, double max_norm, double norm_type = 2.0);
 
+  // A loss normalised by the global number of items (target tokens, say) of an accumulation window,
+  // so that a window whose micro-batches are padded or hold ignore_index targets, unevenly across
+  // micro-batches and ranks, still follows the exact gradient of the global mean:
+  //
+  //   const int64_t n = accelerator.num_items(local_count);  // once per window, before its first backward
+  //   for (each micro-batch m of the window) {               // inside accumulate() or no_sync(), as usual
+  //     Tensor sum = cross_entropy(logits_m, targets_m, {.reduction = Reduction::sum});
+  //     accelerator.backward(accelerator.scale_sum_loss(sum, n));
+  //   }
+  //
+  // num_items: local_count is this rank's count over all the window's micro-batches (>= 0); the
+  // result is the sum of every data-parallel rank's local_count, N. One all-reduce of one number on
+  // the ranks' communicator, named "num_items" in the ledger (none with one process), so call it once
+  // per window, not once per micro-batch. Collective. Ranks that hold replicas of one data-parallel
+  // rank (a tensor-parallel group, which reads the same data, DataShard) pass the same count; the
+  // world's sum is divided by their number.
+  int64_t num_items(int64_t local_count, CallSite site = "num_items");
+  // The loss to hand to backward for a micro-batch whose loss is a sum over its items (reduction
+  // sum): sum_loss * D * k / num_items, with D the data-parallel ranks the strategy averages grads over
+  // and k what backward divides this micro-step's loss by (the window's size inside accumulate(), 1
+  // outside it or inside no_sync()). backward's division by k and the strategy's mean over D cancel
+  // those factors, so that each micro-batch backpropagates sum_loss * D / N and, once the window's
+  // grads are synced, every rank holds grad(sum over the window's micro-batches and every rank of
+  // sum_loss) / N: the gradient of the global mean over items. num_items == 0 (nothing counted) gives
+  // a zero loss. Call it inside the micro-step's accumulate() scope, which sets k.
+  Tensor scale_sum_loss(const Tensor& sum_loss, int64_t num_items) const;
+
   // The collectives below are collective calls (every rank makes them, in the same order). The ranks
   // first exchange their tensors' dtypes and shapes, so ranks that disagree all throw one message
   // instead of hanging. With one process each returns its input (a 0-d one as [1] from the gathers).

@@ -17,7 +17,7 @@
 #include "autograd/engine.h"
 #include "autograd/fp8/fp8_linear.h"
 #include "autograd/functions.h"
-#include "bench/lib/published_peaks.h"
+#include "runtime/published_peaks.h"
 #include "kernels/error.h"
 #include "nn/activation.h"
 #include "nn/linear.h"

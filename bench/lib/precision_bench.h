@@ -3,7 +3,7 @@
 // and cast bandwidth, the loss scaler's unscale-and-check pass, and one training step of an MLP
 // through the Accelerator in f32, fp16 and bf16. Each figure comes with its
 // device's reference: measured in the same run on the CPU (raw Eigen f32 GEMM, memcpy), published
-// for known GPUs (bench/lib/published_peaks.h).
+// for known GPUs (runtime/published_peaks.h).
 #pragma once
 
 #include <cstdint>

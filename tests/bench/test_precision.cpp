@@ -8,7 +8,7 @@
 
 #include "bench/lib/precision_bench.h"
 #include "bench/lib/precision_report.h"
-#include "bench/lib/published_peaks.h"
+#include "runtime/published_peaks.h"
 
 using namespace accel;
 using namespace accel::bench;

@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -140,6 +141,50 @@ TEST_CASE("the loader's position survives a checkpoint, at the same world size a
   llmc::TokenShardLoader wide(pattern, 3, 2, 0, 1);  // 6 tokens a step: 8 consumed is not whole steps
   CHECK_THROWS_WITH_AS(wide.load_state_dict(saved), doctest::Contains("8 tokens consumed of shard 1 are not whole steps"),
                        Error);
+}
+
+TEST_CASE("shuffled, each epoch reads every step of every shard once, in an order the ranks share and resume") {
+  const TempDir dir;
+  // B = 1, T = 2, 2 ranks: 4 tokens a step. 41 tokens: 10 steps; 21 tokens: 5 steps.
+  llmc::write_token_shard(dir.file("train_000.bin"), iota_tokens(41, 0));
+  llmc::write_token_shard(dir.file("train_001.bin"), iota_tokens(21, 1000));
+  llmc::write_token_shard(dir.file("train_002.bin"), iota_tokens(21, 2000));
+  const std::string pattern = dir.file("train_*.bin");
+  auto epoch_of = [](llmc::TokenShardLoader& r0, llmc::TokenShardLoader& r1) {
+    std::vector<int64_t> firsts;  // each step's first input token, rank 0's then rank 1's
+    for (int i = 0; i < 20; ++i) {
+      const std::vector<int64_t> a = ids(r0.next_batch().inputs), b = ids(r1.next_batch().inputs);
+      CHECK(b[0] == a[0] + 2);  // rank 1 reads the second half of the same step
+      firsts.push_back(a[0]);
+    }
+    return firsts;
+  };
+  llmc::TokenShardLoader r0(pattern, 1, 2, 0, 2, 0, 7), r1(pattern, 1, 2, 1, 2, 0, 7);
+  const std::vector<int64_t> first = epoch_of(r0, r1);
+  CHECK(r0.epoch() == 0);
+  std::vector<int64_t> sorted = first;
+  std::sort(sorted.begin(), sorted.end());
+  std::vector<int64_t> every;  // unshuffled, the same steps in file order
+  llmc::TokenShardLoader plain0(pattern, 1, 2, 0, 2), plain1(pattern, 1, 2, 1, 2);
+  for (int64_t f : epoch_of(plain0, plain1)) every.push_back(f);
+  CHECK(sorted == every);
+  CHECK(first != every);
+  const nn::StateDict saved = r0.state_dict();  // the end of epoch 0
+  const std::vector<int64_t> second = epoch_of(r0, r1);
+  CHECK(r0.epoch() == 1);
+  CHECK(second != first);  // another order of shards and steps
+  std::sort(sorted.begin(), sorted.end());
+  std::vector<int64_t> second_sorted = second;
+  std::sort(second_sorted.begin(), second_sorted.end());
+  CHECK(second_sorted == every);
+  // Resumed from the end of epoch 0, on new loaders: the same second epoch.
+  llmc::TokenShardLoader again0(pattern, 1, 2, 0, 2, 0, 7), again1(pattern, 1, 2, 1, 2, 0, 7);
+  again0.load_state_dict(saved);
+  again1.load_state_dict(saved);
+  CHECK(epoch_of(again0, again1) == second);
+  // Another seed, another order.
+  llmc::TokenShardLoader other0(pattern, 1, 2, 0, 2, 0, 8), other1(pattern, 1, 2, 1, 2, 0, 8);
+  CHECK(epoch_of(other0, other1) != first);
 }
 
 TEST_CASE("the loader refuses shards too small for a step, and bad sizes") {

@@ -1,8 +1,8 @@
 // The table of published GPU peaks. Numbers are the datasheets' dense figures; the sparse ones
 // (twice as large) are never reached by a dense GEMM, so they would make every fraction look halved.
-#include "bench/lib/published_peaks.h"
+#include "runtime/published_peaks.h"
 
-namespace accel::bench {
+namespace accel {
 
 const std::vector<PublishedPeaks>& known_gpus() {
   static const std::vector<PublishedPeaks> gpus = {
@@ -36,4 +36,4 @@ double gemm_peak_gflops(const PublishedPeaks& peaks, const std::string& dtype) {
   return 0;
 }
 
-}  // namespace accel::bench
+}  // namespace accel

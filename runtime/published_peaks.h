@@ -1,12 +1,12 @@
-// Published peak rates of known GPUs, the reference `accel bench precision` shows next to what a GPU
-// measured (a CPU's reference is measured in the same run instead: raw Eigen GEMM and memcpy).
+// Published peak rates of known GPUs: the reference `accel bench precision` shows next to what a GPU
+// measured, and a trainer's MFU is a fraction of (a CPU's reference is measured instead).
 #pragma once
 
 #include <optional>
 #include <string>
 #include <vector>
 
-namespace accel::bench {
+namespace accel {
 
 // Dense (no 2:4 sparsity) peaks from the vendor's datasheet, per GPU.
 struct PublishedPeaks {
@@ -31,4 +31,4 @@ std::optional<PublishedPeaks> published_peaks(const std::string& device_name);
 // same) in GFLOP/s; 0 for other names.
 double gemm_peak_gflops(const PublishedPeaks& peaks, const std::string& dtype);
 
-}  // namespace accel::bench
+}  // namespace accel
