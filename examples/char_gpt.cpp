@@ -15,6 +15,7 @@
 #include <accel.h>
 
 #include "checkpoint_flags.h"
+#include "sample_tokens.h"
 #include "tracking_flags.h"
 
 using namespace accel;
@@ -88,28 +89,10 @@ double mean_loss(nn::GPT& model, const Dataset& data, int64_t batch, const Accel
 
 std::string sample(nn::GPT& model, const std::vector<char>& vocab, int64_t length, double temperature,
                    Generator& gen, Device device) {
-  NoGradGuard no_grad;
   model.eval();
-  std::vector<int64_t> context = {static_cast<int64_t>(std::find(vocab.begin(), vocab.end(), '\n') - vocab.begin())};
+  const int64_t newline = static_cast<int64_t>(std::find(vocab.begin(), vocab.end(), '\n') - vocab.begin());
   std::string out;
-  for (int64_t i = 0; i < length; ++i) {
-    const int64_t t = std::min<int64_t>(static_cast<int64_t>(context.size()), model.config().block_size);
-    const Tensor idx = to(from_vector(std::vector<int64_t>(context.end() - t, context.end()), {1, t}), device);
-    const Tensor logits = select(select(model.forward(idx), 0, 0), 0, t - 1);
-    const std::vector<float> probs = to(softmax(logits / temperature, 0), Device::cpu()).to_vector<float>();
-    const float u = rand({1}, gen).to_vector<float>()[0];
-    float cumulative = 0;
-    int64_t next = static_cast<int64_t>(probs.size()) - 1;
-    for (size_t k = 0; k < probs.size(); ++k) {
-      cumulative += probs[k];
-      if (u < cumulative) {
-        next = static_cast<int64_t>(k);
-        break;
-      }
-    }
-    context.push_back(next);
-    out += vocab[next];
-  }
+  for (int64_t id : sample_tokens(model, newline, length, temperature, gen, device)) out += vocab[id];
   model.train();
   return out;
 }

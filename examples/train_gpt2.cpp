@@ -12,6 +12,7 @@
 #include <accel.h>
 
 #include "checkpoint_flags.h"
+#include "sample_tokens.h"
 #include "tracking_flags.h"
 
 using namespace accel;
@@ -110,9 +111,9 @@ constexpr int64_t kIgnoreIndex = -100;
 
 Tensor sum_loss(nn::GPT& model, const llmc::TokenBatch& batch, const Accelerator& accelerator) {
   auto autocast = accelerator.autocast();  // matmuls in the compute dtype, softmax and the loss in f32
-  const Tensor logits = model.forward(to(batch.inputs, accelerator.device()));
-  return nn::cross_entropy(logits, to(batch.targets, accelerator.device()),
-                           CrossEntropyOptions{.ignore_index = kIgnoreIndex, .reduction = Reduction::sum});
+  // GPT::loss: under tensor parallelism the vocab-parallel loss, with no rank holding all the logits.
+  return model.loss(to(batch.inputs, accelerator.device()), to(batch.targets, accelerator.device()), kIgnoreIndex,
+                    Reduction::sum);
 }
 
 // The mean loss over steps micro-batches from the loader's start, over every data-parallel rank.
@@ -135,29 +136,11 @@ double validate(nn::GPT& model, llmc::TokenShardLoader& loader, int64_t steps, A
 // model's forward is collective) with the same generator, so every rank draws the same tokens.
 std::vector<int64_t> sample(nn::GPT& model, int64_t start_id, int64_t count, Generator& gen,
                             const Accelerator& accelerator) {
-  NoGradGuard no_grad;
   auto autocast = accelerator.autocast();
   model.eval();
-  std::vector<int64_t> context{start_id};
-  for (int64_t i = 0; i < count; ++i) {
-    const int64_t t = std::min<int64_t>(static_cast<int64_t>(context.size()), model.config().block_size);
-    const Tensor idx = to(from_vector(std::vector<int64_t>(context.end() - t, context.end()), {1, t}), accelerator.device());
-    const Tensor logits = to_dtype(select(select(model.forward(idx), 0, 0), 0, t - 1), DType::f32);
-    const std::vector<float> probs = to(softmax(logits, 0), Device::cpu()).to_vector<float>();
-    const float u = rand({1}, gen).to_vector<float>()[0];
-    float cumulative = 0;
-    int64_t next = static_cast<int64_t>(probs.size()) - 1;
-    for (size_t k = 0; k < probs.size(); ++k) {
-      cumulative += probs[k];
-      if (u < cumulative) {
-        next = static_cast<int64_t>(k);
-        break;
-      }
-    }
-    context.push_back(next);
-  }
+  std::vector<int64_t> ids = sample_tokens(model, start_id, count, 1.0, gen, accelerator.device());
   model.train();
-  return {context.begin() + 1, context.end()};
+  return ids;
 }
 
 std::string show_sample(const std::vector<int64_t>& ids, const std::optional<llmc::Gpt2Tokenizer>& tokenizer) {
@@ -243,7 +226,10 @@ StepResult train_step(Run& r) {
   StepResult result;
   if (r.flags.grad_clip > 0) result.norm = accelerator.clip_grad_norm(*r.net, r.flags.grad_clip);
   r.opt->step();
-  const double total = accelerator.reduce(from_vector(std::vector<double>{local_sum})).to_vector<double>()[0];
+  // Every rank of a tensor-parallel group holds its replica's sum: count each replica's once.
+  const double copies = static_cast<double>(accelerator.num_processes() / accelerator.strategy().data_shard().world_size);
+  const double total =
+      accelerator.reduce(from_vector(std::vector<double>{local_sum})).to_vector<double>()[0] / copies;
   result.loss = num_items > 0 ? total / static_cast<double>(num_items) : 0.0;
   return result;
 }
@@ -251,8 +237,9 @@ StepResult train_step(Run& r) {
 // The step's line: loss, lr, norm, time, throughput and the fraction of the matmul rate it reached.
 std::string step_line(const Run& r, int64_t step, const StepResult& result, double lr, double seconds) {
   const double tokens_per_second = static_cast<double>(r.tokens_per_step) / seconds;
-  // Each rank's share of the step's FLOPs against one rank's reference rate.
-  const double ranks = r.accelerator.strategy().data_shard().world_size;
+  // Each rank's share of the step's FLOPs (data and tensor parallelism both divide them) against one
+  // rank's reference rate.
+  const double ranks = r.accelerator.num_processes();
   const double gflops = r.flops_per_token * tokens_per_second / ranks / 1e9;
   const std::string skipped = r.accelerator.optimizer_step_was_skipped() ? " (step skipped: fp16 overflow)" : "";
   return fmt::format("step {}/{}: train loss {:.6f} lr {:.4e}{}{} {:.1f} ms {:.0f} tok/s {:.1f} GFLOP/s {:.1f}% of matmul",

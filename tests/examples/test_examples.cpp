@@ -11,22 +11,12 @@
 #include <sstream>
 #include <string>
 
+#include "run_command.h"
+
 namespace {
 
-struct Run {
-  int status = -1;
-  std::string output;
-};
-
-Run run(const std::string& command) {
-  Run r;
-  FILE* pipe = popen((command + " 2>&1").c_str(), "r");
-  REQUIRE(pipe != nullptr);
-  char buffer[4096];
-  while (size_t n = fread(buffer, 1, sizeof buffer, pipe)) r.output.append(buffer, n);
-  r.status = pclose(pipe);
-  return r;
-}
+using test_support::Run;
+using test_support::run;
 
 std::string example(const std::string& name) {
   // No config file of the user's may change the examples' settings.

@@ -18,22 +18,12 @@
 using namespace accel;
 namespace fs = std::filesystem;
 
+#include "run_command.h"
+
 namespace {
 
-struct Run {
-  int status = -1;
-  std::string output;
-};
-
-Run run(const std::string& command) {
-  Run r;
-  FILE* pipe = popen((command + " 2>&1").c_str(), "r");
-  REQUIRE(pipe != nullptr);
-  char buffer[4096];
-  while (size_t n = fread(buffer, 1, sizeof buffer, pipe)) r.output.append(buffer, n);
-  r.status = pclose(pipe);
-  return r;
-}
+using test_support::Run;
+using test_support::run;
 
 // No config file or ACCEL_* variable of the user's may change the run; each run is bounded.
 const std::string kEnv =
@@ -117,7 +107,7 @@ TEST_CASE("train_gpt2 --model d12: the loss falls, and 2 ranks under accel launc
   CHECK(worst_relative(ranks, single) <= 1e-5);
 }
 
-TEST_CASE("train_gpt2 starts alike from an llm.c file and from safetensors; ZeRO 1-3 match plain data parallel") {
+TEST_CASE("train_gpt2 starts alike from an llm.c file and from safetensors; ZeRO 1-3 and TP=2 match one process") {
   const TempDir dir;
   Generator gen(3);
   nn::GPT model(small_config(), gen);
@@ -143,7 +133,7 @@ TEST_CASE("train_gpt2 starts alike from an llm.c file and from safetensors; ZeRO
   CHECK(safetensors.output.find("vocab 96 (padded 96)") != std::string::npos);
   CHECK(worst_relative(step_losses(safetensors.output), reference) <= 1e-6);
   for (const std::string strategy : {"", "--use_deepspeed --zero_stage 1", "--use_deepspeed --zero_stage 2",
-                                     "--use_deepspeed --zero_stage 3"}) {
+                                     "--use_deepspeed --zero_stage 3", "--tp_size 2"}) {
     const Run ranks = run(launch(2, strategy) + " --init_from " + dir.file("weights_a") + " " + flags);
     INFO(strategy, "\n", ranks.output);
     REQUIRE(ranks.status == 0);
