@@ -46,6 +46,7 @@
 #include "nn/parallel/tp_mappings.h"
 #include "nn/parallel/vocab_parallel_cross_entropy.h"
 #include "nn/parallel/vocab_parallel_embedding.h"
+#include "nn/reads_descendant_parameters.h"
 #include "nn/sequential.h"
 #include "optim/adamw.h"
 #include "optim/lr_schedule.h"

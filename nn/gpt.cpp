@@ -111,6 +111,11 @@ Tensor GPT::head(const Tensor& x) {
   return accel::linear(x, head, Tensor());
 }
 
+std::vector<Tensor> GPT::parameters_read_directly() const {
+  if (!config_.tie_weights) return {};
+  return {tp_wte_ ? tp_wte_->weight() : wte_->weight()};
+}
+
 Tensor GPT::loss(const Tensor& idx, const Tensor& targets, int64_t ignore_index, Reduction reduction) {
   if (!tp_) return nn::cross_entropy(forward(idx), targets, ignore_index, reduction);
   struct LocalLogits {

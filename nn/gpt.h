@@ -15,6 +15,7 @@
 #include "nn/parallel/column_parallel_linear.h"
 #include "nn/parallel/tensor_parallel_model.h"
 #include "nn/parallel/vocab_parallel_embedding.h"
+#include "nn/reads_descendant_parameters.h"
 #include "nn/sequential.h"
 #include "tensor/reduction.h"
 
@@ -44,7 +45,7 @@ struct GPTConfig {
   static GPTConfig gpt2(int depth);
 };
 
-class GPT : public Module, public parallel::TensorParallelModel {
+class GPT : public Module, public parallel::TensorParallelModel, public ReadsDescendantParameters {
  public:
   // GPT-2's init: every Linear and Embedding weight from N(0, 0.02^2), Linear biases zero, and the
   // residual projections (attn.proj, mlp.proj) scaled down to 0.02 / sqrt(2 n_layer). A tied head
@@ -67,6 +68,9 @@ class GPT : public Module, public parallel::TensorParallelModel {
   // logits, the same on every rank of tp.
   void parallelize(Communicator& tp) override;
   Communicator* tensor_parallel_group() const override { return tp_; }
+
+  // A tied head reads wte's weight in GPT's own forward.
+  std::vector<Tensor> parameters_read_directly() const override;
 
  protected:
   // idx [B, T] integer token ids with T <= block_size -> logits [B, T, vocab_size].

@@ -7,6 +7,8 @@
 #include <set>
 #include <unordered_set>
 
+#include "nn/reads_descendant_parameters.h"
+
 namespace accel {
 
 namespace {
@@ -29,6 +31,16 @@ std::vector<WrappedUnit> auto_wrap_units(nn::Module& model, const AutoWrapPolicy
   const std::vector<std::pair<std::string, nn::Module*>> modules = model.named_modules();  // pre-order
   const bool by_default = policy.module_types.empty() && policy.min_num_params == 0;
   std::unordered_set<const TensorImpl*> claimed;
+  // Parameters a module's own forward reads (a tied head): no unit below that module may take them.
+  std::vector<std::pair<std::string, const TensorImpl*>> read_above;  // (reader's name, parameter)
+  for (const auto& [name, m] : modules)
+    if (const auto* reader = dynamic_cast<const nn::ReadsDescendantParameters*>(m))
+      for (const Tensor& p : reader->parameters_read_directly()) read_above.emplace_back(name, p.impl());
+  auto read_by_an_ancestor = [&](const std::string& module, const TensorImpl* p) {
+    return std::any_of(read_above.begin(), read_above.end(), [&](const auto& r) {
+      return r.second == p && (r.first.empty() || module.rfind(r.first + ".", 0) == 0);
+    });
+  };
   std::vector<std::pair<size_t, WrappedUnit>> units;  // with their pre-order position
   // Post-order: a module's descendants come after it in pre-order, so walking pre-order backwards
   // visits every descendant before its ancestor.
@@ -37,7 +49,7 @@ std::vector<WrappedUnit> auto_wrap_units(nn::Module& model, const AutoWrapPolicy
     nn::StateDict unclaimed;
     int64_t count = 0;
     for (const auto& [param_name, p] : m->named_parameters()) {
-      if (claimed.count(p.impl())) continue;
+      if (claimed.count(p.impl()) || read_by_an_ancestor(name, p.impl())) continue;
       if (std::any_of(unclaimed.begin(), unclaimed.end(), [&](const auto& e) { return e.second.is_same(p); })) continue;
       unclaimed.emplace_back(prefixed(name, param_name), p);
       count += p.numel();

@@ -21,7 +21,9 @@ struct WrappedUnit {
 // least policy.min_num_params; with both empty, every module that owns parameters directly. The
 // root is never wrapped by the policy: it becomes the last unit with what is left, if anything.
 // Units come in the order their modules start their forward (depth first). A tied parameter belongs
-// to the first unit that holds it. Throws when a module type of the policy matches no module.
+// to the first unit that holds it; one that a module's own forward reads (nn::ReadsDescendantParameters,
+// a tied head) goes to no unit below that module. Throws when a module type of the policy matches no
+// module.
 std::vector<WrappedUnit> auto_wrap_units(nn::Module& model, const AutoWrapPolicy& policy);
 
 }  // namespace accel
