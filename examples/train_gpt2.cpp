@@ -279,9 +279,9 @@ int64_t accumulation_of(const TrainFlags& flags, const Accelerator& accelerator)
   return flags.total_batch_size / micro;
 }
 
-// Under ZeRO-3 each unit's parameters are gathered for that unit's forward only, and a tied parameter
-// belongs to the first unit that holds it. GPT-2's head reads wte after the blocks, so wte must stay in
-// the root unit: the units are the blocks (FSDP's transformer wrapping), however stage 3 was asked for.
+// Under ZeRO-3 each unit's parameters are gathered for that unit's forward only. GPT-2's units are its
+// blocks (FSDP's transformer wrapping), however stage 3 was asked for: fewer, larger gathers than one
+// unit per Linear, and the tied wte stays with the root, whose forward its head runs in.
 AcceleratorOptions with_gpt2_units(AcceleratorOptions options) {
   const EffectiveSettings settings = resolve_settings(options, environment_variables());
   if (settings.zero_stage.value == 3 && !options.fsdp_plugin) {
