@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <iterator>
 
 #include "kernels/error.h"
 
@@ -93,6 +94,12 @@ fs::path staging_dir(const fs::path& dir) {
   fs::path d = dir;
   if (d.filename().empty()) d = d.parent_path();  // a trailing slash
   return d.parent_path() / (d.filename().string() + ".staging");
+}
+
+std::string read_checkpoint_text(const fs::path& file) {
+  std::ifstream in(file, std::ios::binary);
+  if (!in) throw Error(fmt::format("load_state: {}: cannot be opened", file.string()));
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
 }
 
 void write_synced(const fs::path& path, const std::string& text) {

@@ -25,6 +25,8 @@ void require_complete_checkpoint(const char* op, const fs::path& dir);
 fs::path staging_dir(const fs::path& dir);
 // Writes text to path and fsyncs it.
 void write_synced(const fs::path& path, const std::string& text);
+// A checkpoint's text file (JSON), whole; "load_state: FILE: cannot be opened" when it cannot be.
+std::string read_checkpoint_text(const fs::path& file);
 // Writes the marker into staging, renames staging to dir and fsyncs dir's parent. An existing dir is
 // moved aside first and deleted once the new one is in place.
 void commit_checkpoint(const fs::path& staging, const fs::path& dir);

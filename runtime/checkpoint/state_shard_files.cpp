@@ -5,12 +5,11 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <fstream>
-#include <iterator>
 #include <map>
 #include <nlohmann/json.hpp>
 
 #include "autograd/grad_mode.h"
+#include "runtime/checkpoint/checkpoint_dir.h"
 #include "tensor/creation.h"
 #include "tensor/nograd/copy.h"
 #include "tensor/nograd/views.h"
@@ -44,15 +43,9 @@ std::vector<std::tuple<int64_t, int64_t, int64_t>> ranges(const nn::parallel::Te
   return out;
 }
 
-std::string read_text(const fs::path& file) {
-  std::ifstream in(file, std::ios::binary);
-  if (!in) throw Error(fmt::format("load_state: {}: cannot be opened", file.string()));
-  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-}
-
 std::vector<std::string> index_files(const fs::path& index) {
   try {
-    const json j = json::parse(read_text(index));
+    const json j = json::parse(read_checkpoint_text(index));
     return j.at("files").get<std::vector<std::string>>();
   } catch (const json::exception& e) {
     throw Error(fmt::format("load_state: {}: not a shard index ({})", index.string(), e.what()));

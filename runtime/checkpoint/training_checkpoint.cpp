@@ -276,15 +276,9 @@ struct ReadCheckpoint {
 
 nn::StateDict read_tensors(const fs::path& file) { return load_safetensors(file.string()).tensors; }
 
-std::string read_text(const fs::path& file) {
-  std::ifstream in(file, std::ios::binary);
-  if (!in) throw Error(fmt::format("load_state: {}: cannot be opened", file.string()));
-  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-}
-
 SavedCheckpointState read_state(const fs::path& dir) {
   const fs::path file = dir / kStateFile;
-  return parse_checkpoint_state(read_text(file), file.string());
+  return parse_checkpoint_state(read_checkpoint_text(file), file.string());
 }
 
 void check_count(uint64_t saved, const char* key, size_t have, const fs::path& dir) {
@@ -452,7 +446,7 @@ nn::StateDict read_checkpoint_model(const fs::path& dir, size_t model_index) {
   const fs::path whole = dir / (stem + ".safetensors"), index = dir / (stem + ".safetensors.index.json");
   if (fs::exists(dir / state_shard_index_name(stem))) return read_state_shards(dir, stem);
   if (fs::exists(whole) || !fs::exists(index)) return read_tensors(whole);
-  const std::vector<std::string> files = parse_shard_index(read_text(index), index.string());
+  const std::vector<std::string> files = parse_shard_index(read_checkpoint_text(index), index.string());
   nn::StateDict state;
   for (const std::string& file : files)
     for (auto& entry : read_tensors(dir / file)) state.push_back(std::move(entry));
