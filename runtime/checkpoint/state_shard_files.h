@@ -1,7 +1,9 @@
 // Checkpoint files for state that a strategy keeps split across ranks (StateShard): every writing rank
-// stores its own pieces of the split tensors, each with the place it takes in the full tensor (dim,
-// offset and the full shape, in the file's metadata), and part 0 also the tensors held whole. Reading
-// puts the full tensors together from every file, so the state loads at any other split or none.
+// stores its own pieces of the split tensors, each with the place it takes in the full tensor (in the
+// file's metadata), and part 0 also the tensors held whole. A piece is either rows [offset, offset + r)
+// along one dim (a tensor-parallel part) or a run of the full tensor's elements in row-major order (a
+// ZeRO rank's flat slice of a parameter). Reading puts the full tensors together from every file, so
+// the state loads at any other split or none.
 //   <stem>.shard-00001-of-00002.safetensors, ...  and  <stem>.shards.json {"files": [...]}
 #pragma once
 
@@ -25,7 +27,7 @@ std::string state_shard_index(const std::string& stem, int parts);
 
 // The full state from the files dir/<stem>.shards.json names, in part 0's order. Throws an
 // accel::Error naming the file and the tensor when a file is missing or bad, a piece does not fit its
-// full tensor, or the pieces do not cover a full tensor exactly.
+// full tensor or overlaps another, or the pieces leave part of a full tensor uncovered.
 nn::StateDict read_state_shards(const std::filesystem::path& dir, const std::string& stem);
 
 }  // namespace accel

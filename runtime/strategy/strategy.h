@@ -7,6 +7,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <variant>
 #include <vector>
 
 #include "nn/module.h"
@@ -24,13 +25,25 @@ struct DataShard {
   int world_size = 1;
 };
 
+// A run of a full tensor's elements in row-major order: elements [offset, offset + n) of a tensor of
+// full_shape, held as a 1-D tensor of n elements. A ZeRO rank's flat slice holds one such run of each
+// parameter (it may start and end mid-row).
+struct ElementRun {
+  int64_t offset = 0;
+  Shape full_shape;
+};
+
+// Where an entry of a StateShard lies in its full tensor: whole (std::monostate: the same on every
+// part, written once), this part's share under a tensor-parallel split, or a run of its elements.
+using ShardPlace = std::variant<std::monostate, nn::parallel::TensorSplit, ElementRun>;
+
 // This rank's share of a state that the ranks save in files of their own (a checkpoint's shards with
-// global offsets) rather than gathered: each tensor of local whole, or this rank's part of a full
-// tensor under its split. Rank `part` of `parts` holds the part; of the ranks that hold the same part
-// (data-parallel replicas), one is the writer.
+// global offsets) rather than gathered: each tensor of local with its place in the full tensor. Rank
+// `part` of `parts` holds the part; of the ranks that hold the same part (data-parallel replicas), one
+// is the writer.
 struct StateShard {
   nn::StateDict local;
-  std::vector<std::optional<nn::parallel::TensorSplit>> splits;  // one per entry of local
+  std::vector<ShardPlace> places;  // one per entry of local
   int part = 0;
   int parts = 1;
   bool writer = true;

@@ -182,11 +182,11 @@ void TensorParallel::load_optimizer_state_dict(optim::Optimizer& optimizer, cons
 StateShard TensorParallel::shard_of(
     const nn::StateDict& local,
     const std::function<const nn::parallel::TensorSplit*(const std::string&, const Tensor&)>& split_for) const {
-  StateShard shard{.local = local, .splits = {}, .part = tp().rank(), .parts = tp().size(),
+  StateShard shard{.local = local, .places = {}, .part = tp().rank(), .parts = tp().size(),
                    .writer = mesh_->coordinate("dp") == 0};
   for (const auto& [key, t] : local) {
     const nn::parallel::TensorSplit* split = split_for(key, t);
-    shard.splits.push_back(split ? std::optional(*split) : std::nullopt);
+    shard.places.push_back(split ? ShardPlace(*split) : ShardPlace());
   }
   return shard;
 }
