@@ -1,5 +1,6 @@
 // TrainingCheckpoint: the files of a checkpoint and the order they are written and read in.
-//   model.safetensors, model_<i>.safetensors        each prepared model's full state (rank 0)
+//   model.safetensors, model_<i>.safetensors        each prepared model's full state (rank 0), or
+//   model.shards.json, model.shard-*.safetensors     a strategy's per-rank shards (state_shard_files.h)
 //   optimizer.safetensors, optimizer_<i>.safetensors each prepared optimizer, keyed by parameter name
 //   precision.safetensors                            the precision recipe's state, when it has any
 //   custom_checkpoint_<i>.safetensors                registered objects
@@ -190,8 +191,8 @@ CheckpointSnapshot take_checkpoint_snapshot(const TrainingParts& parts, const Sa
   CheckpointSnapshot snap;
   snap.rank = parts.env->rank();
   const bool main = is_main(parts);
-  // A strategy that keeps state split has every writing rank save its own shard; the others' state is
-  // gathered on every rank (a sharded strategy's gather is collective) and rank 0 writes it.
+  // A strategy that keeps state split (tensor parallel, ZeRO) has every writing rank save its own
+  // shard, with no collective; the others' full state is taken on every rank and rank 0 writes it.
   auto add_shard = [&](const std::string& stem, StateShard shard) {
     if (main) snap.text_files.emplace_back(state_shard_index_name(stem), state_shard_index(stem, shard.parts));
     if (!shard.writer) return;

@@ -78,8 +78,9 @@ struct CheckpointSnapshot {
   std::vector<std::pair<std::string, std::string>> text_files;  // JSON files (rank 0)
 };
 
-// Collective: every rank calls it (a sharded strategy gathers here). Rank 0 takes what is
-// replicated, each rank its random streams; with options.async the tensors are host copies, made in
+// Every rank calls it: a strategy without state shards gathers its full state here (collective);
+// one with them (tensor parallel, ZeRO) runs no collective. Rank 0 takes what is replicated, each
+// writing rank its shards, each rank its random streams; with options.async the tensors are host copies, made in
 // previous's buffers where they fit (an async save's snapshot, written by now).
 CheckpointSnapshot take_checkpoint_snapshot(const TrainingParts& parts, const SaveStateOptions& options,
                                             const CheckpointSnapshot* previous = nullptr);

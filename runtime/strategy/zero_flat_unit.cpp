@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <unordered_set>
 
 #include "autograd/grad_mode.h"
@@ -50,6 +51,13 @@ FlatUnit::FlatUnit(std::string name, const nn::StateDict& params, int rank, int 
 }
 
 Tensor FlatUnit::shard_of(const Tensor& flat) const { return nograd::narrow(flat, 0, shard_offset(), shard_numel()); }
+
+FlatUnit::HeldRun FlatUnit::held_run(size_t i) const {
+  const int64_t begin = std::max(shard_offset(), offsets_[i]);
+  const int64_t end = std::min(shard_offset() + shard_numel(), offsets_[i] + params_[i].numel());
+  if (begin >= end) return {};
+  return {begin - offsets_[i], end - begin, begin - shard_offset()};
+}
 
 Tensor FlatUnit::param_view(const Tensor& flat, size_t i) const {
   return nograd::view(nograd::narrow(flat, 0, offsets_[i], params_[i].numel()), params_[i].shape());

@@ -40,6 +40,14 @@ class FlatUnit {
   const Tensor& full() const { return full_; }
   // This rank's slice of a flat tensor of this layout (a view).
   Tensor shard_of(const Tensor& flat) const;
+  // The elements of param i (flattened) that this rank's slice holds: one run, as where it starts in
+  // the param and how many (0 when the slice holds none of it; never padding).
+  struct HeldRun {
+    int64_t param_offset = 0;
+    int64_t numel = 0;
+    int64_t shard_offset = 0;  // where it starts in the slice
+  };
+  HeldRun held_run(size_t i) const;
   // Param i's part of a flat tensor of this layout, shaped like the param (a view).
   Tensor param_view(const Tensor& flat, size_t i) const;
 

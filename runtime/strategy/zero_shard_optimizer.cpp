@@ -169,6 +169,63 @@ optim::StateDict ShardOptimizer::full_state_dict(Communicator& comm) const {
   return out;
 }
 
+std::map<size_t, std::vector<std::pair<std::string, Tensor>>> ShardOptimizer::segment_state() const {
+  std::map<size_t, std::vector<std::pair<std::string, Tensor>>> out;
+  for (auto& [i, slots] : by_index(shard_optimizer_->state_dict())) out[segment_of_param_[i]] = std::move(slots);
+  return out;
+}
+
+size_t ShardOptimizer::segment_holding(size_t u, const FlatUnit::HeldRun& run,
+                                       const std::map<size_t, std::vector<std::pair<std::string, Tensor>>>& state) const {
+  bool unit_has_state = false;
+  for (size_t k = 0; k < segments_.size(); ++k) {
+    const Segment& seg = segments_[k];
+    if (seg.unit != u || !state.count(k)) continue;
+    unit_has_state = true;
+    if (run.numel == 0 || (seg.start <= run.shard_offset && run.shard_offset + run.numel <= seg.start + seg.length))
+      return k;
+  }
+  if (unit_has_state)  // a parameter lies in one group, so its run in one segment
+    throw Error(fmt::format("ShardOptimizer: no segment of unit '{}' holds elements {} to {} of its slice", units_[u]->name(),
+                            run.shard_offset, run.shard_offset + run.numel));
+  return segments_.size();
+}
+
+StateShard ShardOptimizer::state_shard() const {
+  NoGradGuard no_grad;
+  const auto state = segment_state();
+  StateShard out;
+  auto add = [&out](std::string key, Tensor t, ShardPlace place) {
+    out.local.emplace_back(std::move(key), std::move(t));
+    out.places.push_back(std::move(place));
+  };
+  add("lr", scalar_tensor(user_.lr(), DType::f64), {});
+  for (size_t i = 0; i < places_.size(); ++i) {
+    const FlatUnit& unit = *units_[places_[i].unit];
+    const FlatUnit::HeldRun run = unit.held_run(places_[i].index);
+    const size_t k = segment_holding(places_[i].unit, run, state);
+    if (k == segments_.size()) continue;  // no state yet
+    const Segment& seg = segments_[k];
+    for (const auto& [slot, t] : state.at(k)) {
+      const std::string key = fmt::format("state.{}.{}", i, slot);
+      if (t.dim() == 0) {  // a count (Adam's step): the same for every segment of the unit
+        add(key, t, {});
+        continue;
+      }
+      if (t.numel() != seg.length)
+        throw Error(fmt::format("ShardOptimizer: the state '{}' of a segment of {} elements has {}; a sharded "
+                                "optimizer's slots must be counts or per element",
+                                slot, seg.length, t.numel()));
+      const Tensor piece = run.numel == 0 ? empty({0}, t.dtype(), t.device())
+                                          : nograd::narrow(t, 0, run.shard_offset - seg.start, run.numel);
+      add(key, piece, ElementRun{run.param_offset, unit.params()[places_[i].index].shape()});
+    }
+  }
+  for (const auto& [key, t] : user_.state_dict())  // the groups' settings and memberships, from the user's
+    if (key.rfind("param_group", 0) == 0) add(key, t, {});
+  return out;
+}
+
 void ShardOptimizer::load_full_state_dict(const optim::StateDict& state) {
   NoGradGuard no_grad;
   const auto per_param = by_index(state);

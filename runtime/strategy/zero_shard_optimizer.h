@@ -13,6 +13,7 @@
 
 #include "collective/communicator.h"
 #include "optim/optimizer.h"
+#include "runtime/strategy/strategy.h"
 #include "runtime/strategy/zero_flat_unit.h"
 
 namespace accel {
@@ -39,6 +40,11 @@ class ShardOptimizer {
   optim::StateDict full_state_dict(Communicator& comm) const;
   // Takes this rank's slices of such a full state (so a state saved on N ranks loads on M).
   void load_full_state_dict(const optim::StateDict& state);
+  // This rank's share of full_state_dict, with no collective, for a checkpoint of per-rank shards: the
+  // same keys in the same order, each tensor slot of a parameter as the run of its elements that this
+  // rank's slices hold (an ElementRun in the parameter's shape; empty when they hold none of it), and
+  // "lr", the counts and the groups' keys whole. part and parts are left for the strategy to set.
+  StateShard state_shard() const;
 
  private:
   // Where the user's parameter i lies: unit and position within it.
@@ -60,6 +66,12 @@ class ShardOptimizer {
   void build_shard_optimizer();
   // Per unit and slot, shard-sized state assembled from the segments' (a count taken once).
   std::map<size_t, std::vector<std::pair<std::string, Tensor>>> unit_shard_state() const;
+  // The shard optimizer's state by segment: (slot, tensor) for each segment that has state.
+  std::map<size_t, std::vector<std::pair<std::string, Tensor>>> segment_state() const;
+  // The segment of unit u whose state holds the run (any with state when run is empty), or
+  // segments_.size() when the unit has no state yet.
+  size_t segment_holding(size_t u, const FlatUnit::HeldRun& run,
+                         const std::map<size_t, std::vector<std::pair<std::string, Tensor>>>& state) const;
 
   optim::Optimizer& user_;
   std::vector<const FlatUnit*> units_;

@@ -1,9 +1,11 @@
 // ZeroStrategy: units and their shards, the reduce-scatter of a unit's grads, the shard update, the
-// norm over shards, and the optimizer state moved between the shards and the user's layout.
+// norm over shards, the optimizer state moved between the shards and the user's layout, and each
+// rank's share of the state for per-rank checkpoint shards.
 #include "runtime/strategy/zero_strategy.h"
 
 #include <fmt/format.h>
 
+#include <unordered_map>
 #include <unordered_set>
 
 #include "autograd/grad_mode.h"
@@ -243,6 +245,42 @@ void ZeroStrategy::load_optimizer_state_dict(optim::Optimizer& optimizer, const 
   for (const auto& o : optimizers_)
     if (&o->user() == &optimizer) return o->load_full_state_dict(state);
   optimizer.load_state_dict(state);
+}
+
+std::optional<StateShard> ZeroStrategy::model_state_shard(const nn::Module& model) const {
+  std::unordered_map<const TensorImpl*, std::pair<const Unit*, size_t>> where;  // param -> unit, index
+  for (const auto& u : units_)
+    if (u->model == &model)
+      for (size_t j = 0; j < u->flat->params().size(); ++j) where[u->flat->params()[j].impl()] = {u.get(), j};
+  if (where.empty()) return std::nullopt;  // not prepared here
+  NoGradGuard no_grad;
+  StateShard shard{.local = {}, .places = {}, .part = comm_->rank(), .parts = comm_->size(), .writer = true};
+  for (const auto& [name, t] : model.state_dict()) {
+    const auto it = where.find(t.impl());
+    if (it == where.end()) {  // a buffer: the same on every rank
+      shard.local.emplace_back(name, t);
+      shard.places.emplace_back();
+      continue;
+    }
+    // From the rank's shard, which is current under every stage (stage 3's parameters are released).
+    const auto& [unit, j] = it->second;
+    const FlatUnit::HeldRun run = unit->flat->held_run(j);
+    shard.local.emplace_back(name, run.numel == 0 ? empty({0}, t.dtype(), unit->shard.device())
+                                                  : nograd::narrow(unit->shard, 0, run.shard_offset, run.numel));
+    shard.places.emplace_back(ElementRun{run.param_offset, t.shape()});
+  }
+  return shard;
+}
+
+std::optional<StateShard> ZeroStrategy::optimizer_state_shard(const optim::Optimizer& optimizer) const {
+  for (const auto& o : optimizers_) {
+    if (&o->user() != &optimizer) continue;
+    StateShard shard = o->state_shard();
+    shard.part = comm_->rank();
+    shard.parts = comm_->size();
+    return shard;
+  }
+  return std::nullopt;  // not prepared here: saved whole
 }
 
 }  // namespace accel

@@ -39,6 +39,11 @@ class ZeroStrategy : public Strategy {
   // Gathered to the user's layout (collective), and sliced back to this rank's shards.
   optim::StateDict optimizer_state_dict(const optim::Optimizer& optimizer) const override;
   void load_optimizer_state_dict(optim::Optimizer& optimizer, const optim::StateDict& state) override;
+  // Checkpoints as per-rank shards, with no collective: rank r of N writes part r, the runs of each
+  // parameter's elements (and of each optimizer slot's) that its flat slices hold, in the parameter's
+  // full shape; part 0 also the buffers and counts. The padding is never written.
+  std::optional<StateShard> model_state_shard(const nn::Module& model) const override;
+  std::optional<StateShard> optimizer_state_shard(const optim::Optimizer& optimizer) const override;
 
   // The units of a prepared model, in the order their collectives run.
   std::vector<const FlatUnit*> units_of(const nn::Module& model) const;
