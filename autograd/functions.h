@@ -146,6 +146,9 @@ Tensor softmax(const Tensor& x, int64_t dim);
 Tensor log_softmax(const Tensor& x, int64_t dim);
 // Softmax over the last dim of scale * x with the future masked out (nograd::causal_softmax).
 Tensor causal_softmax(const Tensor& x, double scale);
+// Causal self-attention fused per head on the CPU (nograd::causal_attention): q, k, v [B, T, H, D] ->
+// [B, T, H, D], keeping each query's log-sum-exp for backward instead of the [B, H, T, T] weights.
+Tensor causal_attention(const Tensor& q, const Tensor& k, const Tensor& v, double scale);
 Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps = 1e-5);
 // Rows of weight [num, dim] at indices; the padding_idx row (negative counts from the end) gets no
 // grad, as in PyTorch's F.embedding.

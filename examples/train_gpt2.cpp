@@ -12,6 +12,7 @@
 #include <accel.h>
 
 #include "checkpoint_flags.h"
+#include "op_time_table.h"
 #include "sample_tokens.h"
 #include "tracking_flags.h"
 
@@ -26,7 +27,7 @@ struct TrainFlags {
   std::string lr_schedule = "cosine";
   int64_t val_every = 0, val_steps = 20, sample_every = 0, sample_tokens = 64;
   uint64_t seed = 0;
-  bool shuffle = false;
+  bool shuffle = false, profile_ops = false;
 
   void add_to(CLI::App& app) {
     auto* init = app.add_option("--init_from", init_from,
@@ -70,6 +71,9 @@ struct TrainFlags {
         ->capture_default_str();
     app.add_option("--tokenizer", tokenizer, "llm.c's gpt2_tokenizer.bin, to print samples as text (else as token ids)");
     app.add_option("--seed", seed, "Seed of GPT-2's init, the shuffle and the samples")->capture_default_str();
+    app.add_flag("--profile_ops", profile_ops,
+                 "After the run, print where a step's time went: matmuls, attention, layer_norm, gelu, cross-entropy, "
+                 "the optimizer and the rest (CPU ops; the first step is left out as warm-up)");
     app.add_flag("--shuffle", shuffle, "Shuffle the shards and their batches each epoch (default: in order, as llm.c)");
     app.add_option("--save_format", save_format,
                    "With --output_dir, the final model as DIR/model.bin (llmc), DIR/model.safetensors, or both")
@@ -331,18 +335,24 @@ int train(Accelerator& accelerator, const TrainFlags& flags, const CheckpointFla
       config.n_layer, config.n_head, config.n_embd, config.vocab_size, config.embedding_rows(),
       parameter_count(*net), flags.batch_size, flags.seq_len, dp.world_size, accumulation,
       r.tokens_per_step, r.train.shard_count(), r.rate.gflops, r.rate.source));
-  for (int64_t step = accelerator.completed_steps(); step < flags.steps; ++step) {
+  OpTimeTable op_table;
+  const int64_t first_step = accelerator.completed_steps();
+  for (int64_t step = first_step; step < flags.steps; ++step) {
     const double lr = flags.lr_at(step);
     opt->set_lr(lr);
+    if (flags.profile_ops && step > first_step) op_table.begin_step();
     const auto start = std::chrono::steady_clock::now();
     const StepResult result = train_step(r);
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    op_table.end_step(seconds);
     accelerator.print(step_line(r, step + 1, result, lr, seconds));
     accelerator.log({{"loss", result.loss}, {"lr", lr}}, step + 1);
     if (accelerator.should_stop()) return kPreemptedExitStatus;  // a SIGTERM: saved, stop
     if (checkpoints.save_after_step(step + 1)) accelerator.save_state();
     after_step(r, step + 1);
   }
+  if (flags.profile_ops) accelerator.print(op_table.str(r.flops_per_token * static_cast<double>(r.tokens_per_step) /
+                                                       accelerator.num_processes(), r.rate.gflops));
   if (!checkpoints.output_dir.empty()) save_final_model(accelerator, *net, checkpoints.output_dir, flags.save_format);
   accelerator.end_training();
   return 0;

@@ -20,19 +20,25 @@ CausalSelfAttention::CausalSelfAttention(int64_t n_embd, int64_t n_head, double 
   resid_drop_ = register_module("resid_drop", std::make_shared<Dropout>(dropout, gen));
 }
 
+Tensor causal_attention_heads(const Tensor& q, const Tensor& k, const Tensor& v, Dropout& attn_drop) {
+  const int64_t B = q.size(0), T = q.size(1), H = q.size(2), D = q.size(3);
+  const double scale = 1.0 / std::sqrt(static_cast<double>(D));
+  const bool drops = attn_drop.is_training() && attn_drop.p() > 0;
+  if (q.device().is_cpu() && !drops) return reshape(causal_attention(q, k, v, scale), {B, T, H * D});
+  auto by_head = [](const Tensor& t) { return transpose(t, 1, 2); };  // [B, H, T, D]
+  // [B, H, T, T] scores, scaled, the future masked and a softmax over the keys, in one op.
+  const Tensor att = attn_drop(causal_softmax(matmul(by_head(q), transpose(by_head(k), 2, 3)), scale));
+  return reshape(transpose(matmul(att, by_head(v)), 1, 2), {B, T, H * D});
+}
+
 Tensor CausalSelfAttention::forward_impl(const Tensor& x) {
   if (x.dim() != 3 || x.size(2) != n_embd_)
     throw Error(fmt::format("CausalSelfAttention: input must be [B, T, {}], got {}", n_embd_, shape_str(x.shape())));
   const int64_t B = x.size(0), T = x.size(1), H = n_head_, D = n_embd_ / n_head_;
-  // [B, T, 3C] -> three [B, H, T, D] views.
+  // [B, T, 3C] -> three [B, T, H, D] views.
   std::vector<Tensor> qkv = split((*qkv_)(x), n_embd_, 2);
-  auto heads = [&](const Tensor& t) { return transpose(reshape(t, {B, T, H, D}), 1, 2); };
-  const Tensor q = heads(qkv[0]), k = heads(qkv[1]), v = heads(qkv[2]);
-
-  // [B, H, T, T] scores, scaled, the future masked and a softmax over the keys, in one op.
-  Tensor att = causal_softmax(matmul(q, transpose(k, 2, 3)), 1.0 / std::sqrt(static_cast<double>(D)));
-  att = (*attn_drop_)(att);
-  const Tensor y = reshape(transpose(matmul(att, v), 1, 2), {B, T, n_embd_});  // heads side by side again
+  auto heads = [&](const Tensor& t) { return reshape(t, {B, T, H, D}); };
+  const Tensor y = causal_attention_heads(heads(qkv[0]), heads(qkv[1]), heads(qkv[2]), *attn_drop_);
   return (*resid_drop_)((*proj_)(y));
 }
 

@@ -9,6 +9,11 @@
 
 namespace accel::nn {
 
+// softmax(q k^T / sqrt(D), the future masked) v for q, k, v [B, T, H, D] (views of a fused qkv
+// projection), with the heads side by side again: [B, T, H * D]. On the CPU, with attn_drop idle
+// (eval, or p = 0), one fused op per head; else the separate ops, attn_drop on the weights.
+Tensor causal_attention_heads(const Tensor& q, const Tensor& k, const Tensor& v, Dropout& attn_drop);
+
 class CausalSelfAttention : public Module {
  public:
   // A fused projection `qkv` (n_embd -> 3 n_embd) and an output projection `proj`; dropout on the

@@ -4,6 +4,7 @@
 #include "autograd/functions.h"
 #include "autograd/node.h"
 #include "tensor/creation.h"
+#include "tensor/nograd/attention.h"
 #include "tensor/nograd/elementwise.h"
 #include "tensor/nograd/nn_ops.h"
 
@@ -37,6 +38,17 @@ Tensor causal_softmax(const Tensor& x_in, double scale) {
     return {nograd::causal_softmax_backward(g[0], out, scale)};
   });
   return out;
+}
+
+Tensor causal_attention(const Tensor& q, const Tensor& k, const Tensor& v, double scale) {
+  nograd::CausalAttentionResult r = nograd::causal_attention(q, k, v, scale);
+  record("CausalAttentionBackward", {q, k, v}, {r.out},
+         [q = detach(q), k = detach(k), v = detach(v), out = detach(r.out), lse = r.lse,
+          scale](const Grads& g) -> Grads {
+           nograd::CausalAttentionGrads d = nograd::causal_attention_backward(g[0], q, k, v, out, lse, scale);
+           return {d.grad_q, d.grad_k, d.grad_v};
+         });
+  return r.out;
 }
 
 Tensor layer_norm(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in, double eps) {

@@ -37,13 +37,11 @@ Tensor ParallelSelfAttention::forward_impl(const Tensor& x) {
   if (x.dim() != 3 || x.size(2) != n_embd_)
     throw Error(fmt::format("ParallelSelfAttention: input must be [B, T, {}], got {}", n_embd_, shape_str(x.shape())));
   const int64_t B = x.size(0), T = x.size(1), H = local_heads_, D = head_dim_, C = H * D;
-  // [B, T, 3 C / tp]: this rank's q, k and v blocks -> three [B, H / tp, T, D] views.
+  // [B, T, 3 C / tp]: this rank's q, k and v blocks -> three [B, T, H / tp, D] views.
   std::vector<Tensor> qkv = split((*qkv_)(x), C, 2);
-  auto heads = [&](const Tensor& t) { return transpose(reshape(t, {B, T, H, D}), 1, 2); };
-  const Tensor q = heads(qkv[0]), k = heads(qkv[1]), v = heads(qkv[2]);
-  Tensor att = causal_softmax(matmul(q, transpose(k, 2, 3)), 1.0 / std::sqrt(static_cast<double>(D)));
-  att = (*attn_drop_)(att);
-  const Tensor y = reshape(transpose(matmul(att, v), 1, 2), {B, T, C});  // this rank's heads side by side
+  auto heads = [&](const Tensor& t) { return reshape(t, {B, T, H, D}); };
+  // this rank's heads side by side
+  const Tensor y = causal_attention_heads(heads(qkv[0]), heads(qkv[1]), heads(qkv[2]), *attn_drop_);
   return (*resid_drop_)((*proj_)(y));
 }
 

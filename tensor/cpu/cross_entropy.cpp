@@ -12,6 +12,7 @@
 #include "tensor/cpu/loop.h"
 #include "tensor/cpu/map.h"
 #include "tensor/cpu/vec_math.h"
+#include "tensor/op_time.h"
 
 namespace accel::cpu {
 
@@ -92,6 +93,7 @@ const C* weight_data(const CrossEntropyOptions& options) {
 
 void cross_entropy(const Tensor& loss, const Tensor& logits, const Tensor& target, int64_t ignore_index,
                    nograd::Reduction reduction) {
+  const op_time::Scope timed(op_time::Kind::cross_entropy);
   const int64_t rows = logits.shape()[0], classes = logits.shape()[1];
   dispatch_index(target.dtype(), "cross_entropy", [&]<class I>() {
     const I* tgt = static_cast<const I*>(target.data_ptr());
@@ -126,6 +128,7 @@ void cross_entropy(const Tensor& loss, const Tensor& logits, const Tensor& targe
 
 void cross_entropy_backward(const Tensor& grad_logits, const Tensor& grad_loss, const Tensor& logits,
                             const Tensor& target, int64_t ignore_index, nograd::Reduction reduction) {
+  const op_time::Scope timed(op_time::Kind::cross_entropy);
   const int64_t rows = logits.shape()[0], classes = logits.shape()[1];
   dispatch_index(target.dtype(), "cross_entropy_backward", [&]<class I>() {
     const I* tgt = static_cast<const I*>(target.data_ptr());
@@ -166,6 +169,7 @@ void cross_entropy_backward(const Tensor& grad_logits, const Tensor& grad_loss, 
 }
 
 void cross_entropy(const Tensor& loss, const Tensor& logits, const Tensor& target, const CrossEntropyOptions& options) {
+  const op_time::Scope timed(op_time::Kind::cross_entropy);
   const int64_t rows = logits.shape()[0], classes = logits.shape()[1];
   const nograd::Reduction reduction = options.reduction;
   dispatch_index(target.dtype(), "cross_entropy", [&]<class I>() {
@@ -207,6 +211,7 @@ void cross_entropy(const Tensor& loss, const Tensor& logits, const Tensor& targe
 
 void cross_entropy_backward(const Tensor& grad_logits, const Tensor& grad_loss, const Tensor& logits,
                             const Tensor& target, const CrossEntropyOptions& options) {
+  const op_time::Scope timed(op_time::Kind::cross_entropy);
   const int64_t rows = logits.shape()[0], classes = logits.shape()[1];
   dispatch_index(target.dtype(), "cross_entropy_backward", [&]<class I>() {
     const I* tgt = static_cast<const I*>(target.data_ptr());

@@ -1,8 +1,11 @@
 // CPU elementwise ops: each op enum is turned into a template so the per-element math inlines.
 #include "tensor/cpu/elementwise.h"
 
+#include <optional>
+
 #include "tensor/cpu/map.h"
 #include "tensor/cpu/vec_math.h"
+#include "tensor/op_time.h"
 
 namespace accel::cpu {
 
@@ -62,6 +65,8 @@ void binary(BinaryOp op, const Tensor& out, const Tensor& a, const Tensor& b) {
 }
 
 void unary(UnaryOp op, const Tensor& out, const Tensor& in) {
+  std::optional<op_time::Scope> timed;  // only gelu is one of the table's kinds
+  if (op == UnaryOp::gelu) timed.emplace(op_time::Kind::gelu);
   dispatch_numeric(out.dtype(), op_name(op), [&]<class T>() {
     with_op(op, [&]<UnaryOp Op>() {
       if constexpr (needs_floating(Op) && !std::is_floating_point_v<compute_t<T>>) {
@@ -138,6 +143,7 @@ void tanh_backward(const Tensor& out, const Tensor& grad, const Tensor& x) {
 }
 
 void gelu_backward(const Tensor& out, const Tensor& grad, const Tensor& x) {
+  const op_time::Scope timed(op_time::Kind::gelu);
   activation_backward(
       "gelu_backward", out, grad, x, [](const auto* g, const auto* v, auto* o, int64_t n) { gelu_backward_vector(g, v, o, n); },
       [](auto v) { return gelu_tanh_grad(v); });

@@ -10,6 +10,7 @@
 #include "tensor/cpu/loop.h"
 #include "tensor/cpu/map.h"
 #include "tensor/cpu/row_sum.h"
+#include "tensor/op_time.h"
 
 namespace accel::cpu {
 
@@ -22,6 +23,7 @@ constexpr int64_t kRowsPerBlock = 64;
 
 void layer_norm(const Tensor& out, const Tensor& mean, const Tensor& rstd, const Tensor& x, const Tensor& weight,
                 const Tensor& bias, double eps) {
+  const op_time::Scope timed(op_time::Kind::layer_norm);
   const int64_t dim = x.shape().back(), rows = x.numel() / dim;
   dispatch_floating(x.dtype(), "layer_norm", [&]<class T>() {
     using C = compute_t<T>;  // float or double: also the stats dtype
@@ -55,6 +57,7 @@ void layer_norm(const Tensor& out, const Tensor& mean, const Tensor& rstd, const
 void layer_norm_backward(const Tensor& grad_input, const Tensor& grad_weight, const Tensor& grad_bias,
                          const Tensor& grad_out, const Tensor& x, const Tensor& mean, const Tensor& rstd,
                          const Tensor& weight) {
+  const op_time::Scope timed(op_time::Kind::layer_norm);
   const int64_t dim = x.shape().back(), rows = x.numel() / dim;
   dispatch_floating(x.dtype(), "layer_norm_backward", [&]<class T>() {
     using C = compute_t<T>;

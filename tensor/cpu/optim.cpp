@@ -6,6 +6,7 @@
 #include "tensor/cpu/loop.h"
 #include "tensor/cpu/map.h"
 #include "tensor/nograd/optim_ops.h"
+#include "tensor/op_time.h"
 
 namespace accel::cpu {
 
@@ -33,6 +34,7 @@ void sgd_step_(const std::vector<Tensor>& params, const std::vector<Tensor>& gra
 void adamw_step_(const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
                  const std::vector<Tensor>& exp_avgs, const std::vector<Tensor>& exp_avg_sqs,
                  const nograd::AdamWConfig& config, int64_t step) {
+  const op_time::Scope timed(op_time::Kind::optimizer);
   const AdamWCoeffs<double> coeffs =
       adamw_coeffs(config.lr, config.beta1, config.beta2, config.eps, config.weight_decay, step);
   for (size_t t = 0; t < params.size(); ++t) {

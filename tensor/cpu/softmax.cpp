@@ -11,6 +11,7 @@
 #include "tensor/cpu/loop.h"
 #include "tensor/cpu/map.h"
 #include "tensor/cpu/vec_math.h"
+#include "tensor/op_time.h"
 
 namespace accel::cpu {
 
@@ -136,6 +137,7 @@ void softmax_backward(const Tensor& grad_in, const Tensor& grad_out, const Tenso
 }
 
 void causal_softmax(const Tensor& out, const Tensor& x, int64_t tq, int64_t tk, double scale) {
+  const op_time::Scope timed(op_time::Kind::attention);
   const int64_t rows = x.numel() / std::max<int64_t>(tk, 1);
   dispatch_floating(x.dtype(), "causal_softmax", [&]<class T>() {
     using C = compute_t<T>;
@@ -165,6 +167,7 @@ void causal_softmax(const Tensor& out, const Tensor& x, int64_t tq, int64_t tk, 
 }
 
 void causal_softmax_backward(const Tensor& grad_in, const Tensor& grad_out, const Tensor& out, double scale) {
+  const op_time::Scope timed(op_time::Kind::attention);
   const int64_t tk = out.size(-1), rows = out.numel() / std::max<int64_t>(tk, 1);
   dispatch_floating(out.dtype(), "causal_softmax_backward", [&]<class T>() {
     using C = compute_t<T>;
