@@ -19,6 +19,7 @@
 #include "runtime/cli/build_info.h"
 #include "runtime/config_file.h"
 #include "runtime/process_state.h"
+#include "tensor/cpu/matmul.h"
 #include "tensor/device.h"
 #if ACCEL_WITH_MPI
 #include <mpi.h>
@@ -175,8 +176,8 @@ void report_nccl(std::ostringstream& out) { out << fmt::format("NCCL: {}\n", ncc
 std::string env_report(const std::string& config_path) {
   std::ostringstream out;
   out << fmt::format("accel version: {}\n", ACCEL_VERSION);
-  out << fmt::format("build options: cuda={} mpi={} nccl={}\n", ACCEL_WITH_CUDA ? "yes" : "no",
-                     ACCEL_WITH_MPI ? "yes" : "no", ACCEL_WITH_NCCL ? "yes" : "no");
+  out << fmt::format("build options: cuda={} mpi={} nccl={} blas={}\n", ACCEL_WITH_CUDA ? "yes" : "no",
+                     ACCEL_WITH_MPI ? "yes" : "no", ACCEL_WITH_NCCL ? "yes" : "no", ACCEL_WITH_BLAS ? "yes" : "no");
   out << build_type_line();
 #if defined(__clang__)
   out << fmt::format("compiler: clang {}\n", __clang_version__);
@@ -185,6 +186,7 @@ std::string env_report(const std::string& config_path) {
 #endif
   out << fmt::format("Eigen: {}.{}.{} (SIMD: {})\n", EIGEN_WORLD_VERSION, EIGEN_MAJOR_VERSION, EIGEN_MINOR_VERSION,
                      Eigen::SimdInstructionSetsInUse());
+  out << fmt::format("CPU GEMM: {}\n", cpu::gemm_library());
   out << fmt::format("OpenMP: {} threads (OMP_NUM_THREADS={})\n", omp_get_max_threads(),
                      std::getenv("OMP_NUM_THREADS") ? std::getenv("OMP_NUM_THREADS") : "unset");
   out << mpi_lines();

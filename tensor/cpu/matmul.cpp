@@ -1,5 +1,6 @@
-// CPU matmul: every [M, K] x [K, N] product is one Eigen GEMM over maps of the operands' own buffers;
-// Eigen threads a large GEMM with OpenMP, and many small products are spread over threads instead.
+// CPU matmul: every [M, K] x [K, N] product is one GEMM (gemm_product: OpenBLAS or Eigen) over maps of
+// the operands' own buffers; the GEMM threads a large product with OpenMP, and many small products are
+// spread over threads instead.
 // linear is the same GEMM accumulating into an output that starts as the broadcast bias. In
 // deterministic mode both compute fixed output tiles instead, one single-threaded GEMM each.
 #include "tensor/cpu/matmul.h"
@@ -12,9 +13,11 @@
 #include <vector>
 
 #include "tensor/cpu/convert.h"
+#include "tensor/cpu/gemm_product.h"
 #include "tensor/cpu/loop.h"
 #include "tensor/cpu/map.h"
 #include "tensor/deterministic.h"
+#include "tensor/op_time.h"
 
 namespace accel::cpu {
 
@@ -82,13 +85,13 @@ void with_map(const Matrix<T>& m, std::vector<C>& buf, F&& f) {
 // out (contiguous [M, N]) = a @ b.
 template <class T, class C = compute_t<T>>
 void gemm(T* out, const Matrix<T>& a, const Matrix<T>& b, Workspace<C>& ws) {
-  const auto rows = static_cast<Eigen::Index>(a.rows), cols = static_cast<Eigen::Index>(b.cols);
+  const auto cols = static_cast<Eigen::Index>(b.cols);
   with_map<C>(a, ws.a, [&](const auto& ma) {
     with_map<C>(b, ws.b, [&](const auto& mb) {
       if constexpr (std::is_same_v<T, C>) {
-        OutMap<C>(out, rows, cols).noalias() = ma * mb;
+        gemm_product<C>(out, cols, ma, mb, false);
       } else {
-        OutMap<C>(ws.out.data(), rows, cols).noalias() = ma * mb;
+        gemm_product<C>(ws.out.data(), cols, ma, mb, false);
         for (int64_t i = 0; i < a.rows * b.cols; ++i) out[i] = store<T>(ws.out[i]);
       }
     });
@@ -294,7 +297,17 @@ void linear_tiles(C* acc, const Matrix<T>& x, const Matrix<T>& w, bool widen_x, 
 
 }  // namespace
 
+std::string gemm_library() {
+#if ACCEL_WITH_BLAS
+  return std::string("OpenBLAS (") + openblas_get_config() + ")";
+#else
+  return "Eigen " + std::to_string(EIGEN_WORLD_VERSION) + "." + std::to_string(EIGEN_MAJOR_VERSION) + "." +
+         std::to_string(EIGEN_MINOR_VERSION);
+#endif
+}
+
 void matmul(const Tensor& out, const Tensor& a, const Tensor& b) {
+  const op_time::Scope timed(op_time::Kind::matmul);
   const Shape batch(out.shape().begin(), out.shape().end() - 2);
   const int64_t batch_count = shape_numel(batch);
   const int64_t m = out.size(-2), n = out.size(-1), k = a.size(-1);
@@ -354,6 +367,7 @@ void matmul(const Tensor& out, const Tensor& a, const Tensor& b) {
 }
 
 void linear(const Tensor& out, const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  const op_time::Scope timed(op_time::Kind::matmul);
   const int64_t rows = x.size(0), k = x.size(1), n = weight.size(0);
   if (out.numel() == 0) return;
   const MatrixLayout layout_x = gemm_layout(x);
@@ -389,7 +403,7 @@ void linear(const Tensor& out, const Tensor& x, const Tensor& weight, const Tens
     } else if (k > 0) {
       with_map<C>(mx, ws.a, [&](const auto& a) {
         with_map<C>(mw, ws.b, [&](const auto& b) {
-          OutMap<C>(acc, static_cast<Eigen::Index>(rows), static_cast<Eigen::Index>(n)).noalias() += a * b;
+          gemm_product<C>(acc, static_cast<Eigen::Index>(n), a, b, true);
         });
       });
     }

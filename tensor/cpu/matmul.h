@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 #include "tensor/tensor.h"
 
@@ -30,5 +31,9 @@ void matmul(const Tensor& out, const Tensor& a, const Tensor& b);
 // bias [n] or undefined: one GEMM accumulating into out after out is filled with the bias rows.
 // f16/bf16 accumulate in f32 and round once into out.
 void linear(const Tensor& out, const Tensor& x, const Tensor& weight, const Tensor& bias);
+
+// Which library runs the whole-product GEMMs: "OpenBLAS 0.3.21 (...config...)" or "Eigen 3.4.0"
+// (deterministic mode's tiles are always Eigen's).
+std::string gemm_library();
 
 }  // namespace accel::cpu

@@ -45,9 +45,12 @@ TEST_CASE("accel env prints every section of a bug report, with the config file 
   INFO(r.output);
   REQUIRE(r.status == 0);
   for (const char* section : {"accel version: " ACCEL_VERSION, "build options: ", "build type: ", "compiler: ",
-                              "Eigen: ", "OpenMP: ", "devices seen: cpu (", "process: rank 0 of 1",
+                              "Eigen: ", "CPU GEMM: ", "OpenMP: ", "devices seen: cpu (", "process: rank 0 of 1",
                               "ACCEL_* environment: ", "config file: none (would be /nonexistent/accel-cli-tests.yaml"})
     CHECK_MESSAGE(lines_starting(r.output, section).size() == 1, section);
+  // The GEMM line names the library this build uses, as its build options say.
+  const bool blas = lines_starting(r.output, "build options: ")[0].find("blas=yes") != std::string::npos;
+  CHECK(lines_starting(r.output, blas ? "CPU GEMM: OpenBLAS" : "CPU GEMM: Eigen").size() == 1);
   const std::vector<std::string> settings = lines_starting(r.output, "ACCEL_* environment: ");
   REQUIRE(settings.size() == 1);
   CHECK(contains(settings[0] + " ", " ACCEL_BACKEND=ring "));
