@@ -22,25 +22,13 @@
 #include <vector>
 
 #include "accel.h"
+#include "odd_mlp.h"
 
 using namespace accel;
 
 namespace {
 
 constexpr int64_t kSamples = 64, kGlobalBatch = 8, kSaveAt = 3, kSavedOn = 2;
-
-// 7 -> 13 -> 5 -> 3 with tanh (tests/zero's odd MLP): parameters of 91, 13, 65, 5, 15 and 3 elements,
-// which no world size divides, so slices start and end mid-row.
-std::shared_ptr<nn::Sequential> make_model(uint64_t seed) {
-  Generator gen(seed);
-  auto mlp = std::make_shared<nn::Sequential>();
-  mlp->push_back(std::make_shared<nn::Linear>(7, 13, true, gen));
-  mlp->push_back(std::make_shared<nn::Tanh>());
-  mlp->push_back(std::make_shared<nn::Linear>(13, 5, true, gen));
-  mlp->push_back(std::make_shared<nn::Tanh>());
-  mlp->push_back(std::make_shared<nn::Linear>(5, 3, true, gen));
-  return mlp;
-}
 
 DataLoader make_loader() {
   Generator gen(4321);
@@ -63,7 +51,7 @@ Setup setup(int stage, uint64_t seed) {
   o.split_batches = true;
   o.bucket_cap_mb = 256.0 / (1 << 20);  // units of at most 64 floats: several per model
   o.deepspeed_plugin = DeepSpeedPlugin{.zero_stage = stage, .gradient_accumulation_steps = std::nullopt};
-  Setup s{std::make_unique<Accelerator>(o), make_model(seed), nullptr, make_loader()};
+  Setup s{std::make_unique<Accelerator>(o), test::make_odd_mlp(seed), nullptr, make_loader()};
   s.optimizer = std::make_shared<optim::AdamW>(s.model->parameters(), optim::AdamWOptions{.lr = 1e-2});
   auto [net, opt, data] = s.accelerator->prepare(s.model, s.optimizer, s.data);
   s.data = data;

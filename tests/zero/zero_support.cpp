@@ -1,20 +1,9 @@
-// The odd-sized model, its data, the training loop under any strategy, and the relative difference.
+// The odd-sized model's data (the model is odd_mlp.h), the training loop under any strategy, and the relative difference.
 #include "zero_support.h"
 
 #include <cmath>
 
 namespace test {
-
-std::shared_ptr<nn::Sequential> make_odd_mlp(uint64_t seed) {
-  Generator gen(seed);
-  auto mlp = std::make_shared<nn::Sequential>();
-  mlp->push_back(std::make_shared<nn::Linear>(7, 13, true, gen));
-  mlp->push_back(std::make_shared<nn::Tanh>());
-  mlp->push_back(std::make_shared<nn::Linear>(13, 5, true, gen));
-  mlp->push_back(std::make_shared<nn::Tanh>());
-  mlp->push_back(std::make_shared<nn::Linear>(5, 3, true, gen));
-  return mlp;
-}
 
 std::shared_ptr<TensorDataset> odd_data(int64_t samples) {
   Generator gen(4321);

@@ -7,11 +7,10 @@
 #include <vector>
 
 #include "../ddp/support.h"
+#include "odd_mlp.h"
 
 namespace test {
 
-// 7 -> 13 -> 5 -> 3 with tanh: parameters of 91, 13, 65, 5, 15 and 3 elements.
-std::shared_ptr<nn::Sequential> make_odd_mlp(uint64_t seed);
 // samples rows of x ~ N(0, 1) in 7 dims, targets tanh(x W) in 3 dims, the same on every rank.
 std::shared_ptr<TensorDataset> odd_data(int64_t samples);
 
