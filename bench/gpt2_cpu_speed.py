@@ -124,7 +124,7 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         init_from, train_data = reference.write_inputs(tmp, 12, 32769, 0)
         programs = {
-            "accel": dict(cmd=[args.accel, "--init_from", init_from, "--train_data", train_data, "--batch_size",
+            "accel": dict(cmd=[os.path.abspath(args.accel), "--init_from", init_from, "--train_data", train_data, "--batch_size",
                                str(args.batch_size), "--seq_len", str(args.seq_len), "--steps", str(args.steps),
                                "--lr", "1e-4"],
                           cwd=tmp, pattern=r"^step \d+/\d+: .* ([\d.]+) ms ", stop_after=None),
