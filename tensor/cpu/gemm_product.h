@@ -33,10 +33,11 @@ inline bool fits_blas(Eigen::Index m, Eigen::Index n, Eigen::Index k, Eigen::Ind
 // a row-major matrix with the same outer stride, which is how BLAS is told to read it.
 template <class C, class A, class B>
 void gemm_product(C* out, Eigen::Index ldc, const A& a, const B& b, bool accumulate) {
-  const Eigen::Index m = a.rows(), n = b.cols(), k = a.cols();
+  const Eigen::Index m = a.rows(), n = b.cols();
   if (m == 0 || n == 0) return;
 #if ACCEL_WITH_BLAS
   if constexpr (std::is_same_v<C, float> || std::is_same_v<C, double>) {
+    const Eigen::Index k = a.cols();
     if (k > 0 && fits_blas(m, n, k, a.outerStride(), b.outerStride(), ldc)) {
       const CBLAS_TRANSPOSE ta = A::IsRowMajor ? CblasNoTrans : CblasTrans;
       const CBLAS_TRANSPOSE tb = B::IsRowMajor ? CblasNoTrans : CblasTrans;
