@@ -116,8 +116,8 @@ std::shared_ptr<DeviceMesh> make_hybrid_mesh(Communicator& comm, const ProcessSt
       throw Error(fmt::format("Accelerator: sharding_strategy HYBRID_SHARD has no mesh: hybrid_shard_size is not "
                               "given ({}), so a shard group is one node, but all {} ranks run on one node and there "
                               "is nothing to replicate across; give hybrid_shard_size (FSDPPlugin, "
-                              "ACCEL_FSDP_HYBRID_SHARD_SIZE or the config file's fsdp_hybrid_shard_size) dividing "
-                              "{}, or use FULL_SHARD",
+                              "ACCEL_FSDP_HYBRID_SHARD_SIZE, the config file's fsdp_hybrid_shard_size or accel "
+                              "launch --fsdp_hybrid_shard_size) dividing {}, or use FULL_SHARD",
                               source, world, world));
     if (!ranks_laid_out_by_node(comm, process))
       throw Error(fmt::format("Accelerator: sharding_strategy HYBRID_SHARD has no mesh: hybrid_shard_size is not "

@@ -259,6 +259,30 @@ TEST_CASE("HYBRID_SHARD checkpoints: replica 0 writes the shard group's files; t
   }
 }
 
+TEST_CASE("HYBRID_SHARD's default mesh: one shard group per node, when nodes are equal and numbered node by node") {
+  const int n = world()->size(), rank = world()->rank();
+  if (n % 2 != 0) return;  // two pretend nodes need an even world
+  // As a launcher reports 2 nodes of n / 2 ranks each.
+  ProcessState two_nodes{.rank = rank, .world_size = n, .local_rank = rank % (n / 2), .local_world_size = n / 2,
+                         .node_rank = rank / (n / 2), .num_nodes = 2};
+  const std::shared_ptr<DeviceMesh> mesh = make_hybrid_mesh(*world(), two_nodes, 0, "default");
+  CHECK(mesh->str() == fmt::format("dp_replicate=2 x dp_shard={}", n / 2));
+  CHECK(mesh->coordinate("dp_replicate") == two_nodes.node_rank);
+  CHECK(mesh->coordinate("dp_shard") == two_nodes.local_rank);
+  // An explicit size wins over the node.
+  CHECK(make_hybrid_mesh(*world(), two_nodes, 1, "code")->str() == fmt::format("dp_replicate={} x dp_shard=1", n));
+  // Ranks of one node that are not consecutive (rank 0 reports node 1): every rank refuses, none hangs.
+  ProcessState shuffled = two_nodes;
+  if (rank == 0) shuffled.node_rank = 1;
+  const std::string message = error_of([&] { (void)make_hybrid_mesh(*world(), shuffled, 0, "default"); });
+  CHECK(message.rfind(fmt::format("Accelerator: sharding_strategy HYBRID_SHARD has no mesh: hybrid_shard_size is not "
+                                  "given (default), so a shard group is one node, but the {} ranks are not 2 nodes of "
+                                  "equal size numbered node by node (rank {} is local rank {} of {} on node {}); give "
+                                  "hybrid_shard_size dividing {}",
+                                  n, rank, shuffled.local_rank, n / 2, shuffled.node_rank, n),
+                      0) == 0);
+}
+
 TEST_CASE("bad HYBRID_SHARD configurations name both settings") {
   const int n = world()->size();
   auto hybrid_options = [](int shard_size) {
@@ -276,8 +300,9 @@ TEST_CASE("bad HYBRID_SHARD configurations name both settings") {
   CHECK(error_of([&] { Accelerator a(hybrid_options(0)); }) ==
         fmt::format("Accelerator: sharding_strategy HYBRID_SHARD has no mesh: hybrid_shard_size is not given "
                     "(default), so a shard group is one node, but all {} ranks run on one node and there is nothing "
-                    "to replicate across; give hybrid_shard_size (FSDPPlugin, ACCEL_FSDP_HYBRID_SHARD_SIZE or the "
-                    "config file's fsdp_hybrid_shard_size) dividing {}, or use FULL_SHARD",
+                    "to replicate across; give hybrid_shard_size (FSDPPlugin, ACCEL_FSDP_HYBRID_SHARD_SIZE, the "
+                    "config file's fsdp_hybrid_shard_size or accel launch --fsdp_hybrid_shard_size) dividing {}, or "
+                    "use FULL_SHARD",
                     n, n));
   AcceleratorOptions tp = hybrid_options(1);
   tp.parallelism_config = ParallelismConfig{.tp_size = 2};
