@@ -174,6 +174,13 @@ TEST_CASE("HYBRID_SHARD's collectives per communicator: stage 3's on the shard g
       strategy.optimizer_step(*sgd);
       CHECK(total(*shard) == 0);  // the next forward gathers
       CHECK(total(*replicate) == 0);
+      // What the rank holds is 1/S of each unit: parameters, grads and SGD's momentum, 4 bytes each.
+      int64_t slice_bytes = 0;
+      for (const FlatUnit* unit : units) slice_bytes += unit->padded_numel() / shard_size * 4;
+      const ZeroStrategy::HeldBytes held = strategy.held_bytes();
+      CHECK(held.parameters == slice_bytes);
+      CHECK(held.gradients == slice_bytes);
+      CHECK(held.optimizer_state == slice_bytes);
       // Checkpoint shards: part r of the shard group, written by replica 0 only.
       const std::optional<StateShard> part = strategy.model_state_shard(*model);
       REQUIRE(part.has_value());
