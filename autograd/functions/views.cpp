@@ -1,11 +1,12 @@
 // Differentiable views: the backward of a view reshapes, re-permutes, or scatters the grad into
-// zeros of the input's shape.
+// zeros of the input's shape (narrow's writes only the zeros around it).
 #include <numeric>
 
 #include "autograd/functions.h"
 #include "autograd/node.h"
 #include "tensor/creation.h"
 #include "tensor/nograd/copy.h"
+#include "tensor/nograd/elementwise.h"
 #include "tensor/nograd/reduce.h"
 #include "tensor/nograd/views.h"
 
@@ -64,8 +65,19 @@ Tensor permute(const Tensor& t, const std::vector<int64_t>& dims) {
 }
 
 Tensor narrow(const Tensor& t, int64_t dim, int64_t start, int64_t length) {
-  return picking_view("NarrowBackward", t,
-                      [=](const Tensor& x) { return nograd::narrow(x, dim, start, length); });
+  Tensor out = nograd::narrow(t, dim, start, length);  // checks the arguments
+  const int64_t d = t.dim() == 0 ? 0 : normalize_dim("narrow", dim, t.dim());
+  const int64_t size = t.dim() == 0 ? 1 : t.shape()[d], first = start < 0 ? start + size : start;
+  // Each element of the grad is written once: the view's grad in its place, zeros only around it (a
+  // tied GPT-2 head narrows the 50304-row embedding to 50257 rows: zeroing it all first cost a pass).
+  record("NarrowBackward", {t}, {out}, [shape = t.shape(), d, size, first, length](const Grads& g) -> Grads {
+    Tensor grad = empty(shape, g[0].dtype(), g[0].device());
+    nograd::copy_(nograd::narrow(grad, d, first, length), g[0]);
+    if (first > 0) nograd::zero_(nograd::narrow(grad, d, 0, first));
+    if (first + length < size) nograd::zero_(nograd::narrow(grad, d, first + length, size - first - length));
+    return {grad};
+  });
+  return out;
 }
 
 Tensor slice(const Tensor& t, int64_t dim, int64_t start, int64_t end, int64_t step) {

@@ -77,6 +77,10 @@ TEST_CASE("gradcheck: views") {
   check([](const auto& x) { return transpose(x[0], 0, 2) * 1.5; }, {a});
   check([](const auto& x) { return permute(x[0], {1, 2, 0}); }, {a});
   check([](const auto& x) { return narrow(x[0], 1, 1, 2); }, {a});
+  // Zeros on one side only, from a negative start, and the whole dim (no zeros).
+  check([](const auto& x) { return narrow(x[0], 2, 0, 3); }, {a});
+  check([](const auto& x) { return narrow(x[0], -1, -2, 2); }, {a});
+  check([](const auto& x) { return narrow(x[0], 0, 0, 2) * 2.0; }, {a});
   check([](const auto& x) { return slice(x[0], 2, 0, 4, 3); }, {a});
   check([](const auto& x) { return select(x[0], 2, 1); }, {a});
   check([](const auto& x) { return expand(unsqueeze(x[0], 0), {3, 2, 3, 4}); }, {a});
