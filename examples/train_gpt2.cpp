@@ -239,6 +239,17 @@ StepResult train_step(Run& r) {
 }
 
 // The step's line: loss, lr, norm, time, throughput and the fraction of the matmul rate it reached.
+// The host bytes of the counted steps (after the first, which allocates AdamW's moments): what
+// storages held at the peak, and what the allocator keeps cached for reuse on top of it.
+std::string memory_line(const Accelerator& accelerator) {
+  const MemoryStats host = accelerator.memory_stats().front().stats;
+  const double mib = 1.0 / (1 << 20);
+  return fmt::format("host memory over those steps: peak in storages {:.0f} MiB; now in storages {:.0f} MiB, cached "
+                     "{:.0f} MiB, taken from the system {:.0f} MiB",
+                     host.peak_allocated_bytes * mib, host.allocated_bytes * mib, host.cached_bytes * mib,
+                     host.reserved_bytes * mib);
+}
+
 std::string step_line(const Run& r, int64_t step, const StepResult& result, double lr, double seconds) {
   const double tokens_per_second = static_cast<double>(r.tokens_per_step) / seconds;
   // Each rank's share of the step's FLOPs (data and tensor parallelism both divide them) against one
@@ -340,6 +351,7 @@ int train(Accelerator& accelerator, const TrainFlags& flags, const CheckpointFla
   for (int64_t step = first_step; step < flags.steps; ++step) {
     const double lr = flags.lr_at(step);
     opt->set_lr(lr);
+    if (flags.profile_ops && step == first_step + 1) accelerator.reset_peak_memory_stats();
     if (flags.profile_ops && step > first_step) op_table.begin_step();
     const auto start = std::chrono::steady_clock::now();
     const StepResult result = train_step(r);
@@ -351,8 +363,11 @@ int train(Accelerator& accelerator, const TrainFlags& flags, const CheckpointFla
     if (checkpoints.save_after_step(step + 1)) accelerator.save_state();
     after_step(r, step + 1);
   }
-  if (flags.profile_ops) accelerator.print(op_table.str(r.flops_per_token * static_cast<double>(r.tokens_per_step) /
-                                                       accelerator.num_processes(), r.rate.gflops));
+  if (flags.profile_ops) {
+    accelerator.print(op_table.str(r.flops_per_token * static_cast<double>(r.tokens_per_step) /
+                                   accelerator.num_processes(), r.rate.gflops));
+    accelerator.print(memory_line(accelerator));
+  }
   if (!checkpoints.output_dir.empty()) save_final_model(accelerator, *net, checkpoints.output_dir, flags.save_format);
   accelerator.end_training();
   return 0;
