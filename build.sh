@@ -23,7 +23,7 @@ esac
 
 # Debian packages the build and the tests need (README.md says what each is for).
 packages=(g++ meson ninja-build pkg-config libeigen3-dev libfmt-dev nlohmann-json3-dev libcli11-dev
-          libyaml-cpp-dev doctest-dev libopenmpi-dev openmpi-bin iproute2 procps)
+          libyaml-cpp-dev doctest-dev libopenmpi-dev openmpi-bin iproute2 procps libopenblas-openmp-dev)
 # The fuzz build's compiler, libFuzzer with the sanitizer runtimes, and clang's OpenMP.
 if [ "$what" = fuzz ] || [ "$what" = test ]; then
   packages+=(clang libclang-rt-14-dev libomp-dev)
