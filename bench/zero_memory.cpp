@@ -1,9 +1,10 @@
-// zero_memory: the bytes one rank holds for parameters, gradients and optimizer state under DDP and
-// ZeRO stages 1-3, after one f32 AdamW step on an MLP of about 50M parameters, next to ZeRO's
-// formulas (16Ψ; 4Ψ + 4Ψ + 8Ψ/N; 4Ψ + 12Ψ/N; 16Ψ/N), and the host allocator's bytes: in use after
-// the step, and the peak during it (from the allocator's counters, relative to what the process held
+// zero_memory: the bytes one rank holds for parameters, gradients, f32 masters and optimizer state
+// under DDP and ZeRO stages 1-3, after one AdamW step on an MLP of about 50M parameters, in f32 and
+// under bf16, next to ZeRO's formulas (f32: 16Ψ; 4Ψ + 4Ψ + 8Ψ/N; 4Ψ + 12Ψ/N; 16Ψ/N. bf16 with f32
+// masters: 2Ψ + 2Ψ + 12Ψ/N; 2Ψ + 14Ψ/N; 16Ψ/N), and the host allocator's bytes: in use after the
+// step, and the peak during it (from the allocator's counters, relative to what the process held
 // before the model was built). Run under mpirun at 1, 2 and 4 ranks:
-//   mpirun -np 4 build/bench/zero_memory [--layers 12 --width 2048] [--json out.json]
+//   mpirun -np 4 build/bench/zero_memory [--layers 12 --width 2048] [--mixed_precision no,bf16] [--json out.json]
 // The table (rank 0) says what each rank measures; the ranks agree to within one unit's padding.
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
@@ -23,8 +24,9 @@ struct Row {
   int stage = 0;
   int ranks = 1;
   bool main = true;
-  double params = 0, grads = 0, optimizer = 0;  // measured bytes, per rank
-  double formula_params = 0, formula_grads = 0, formula_optimizer = 0;
+  std::string precision = "no";
+  double params = 0, grads = 0, masters = 0, optimizer = 0;  // measured bytes, per rank
+  double formula_params = 0, formula_grads = 0, formula_masters = 0, formula_optimizer = 0;
   double in_use = 0, step_peak = 0;  // the allocator's bytes, over the process's before the model
 };
 
@@ -39,7 +41,8 @@ std::shared_ptr<nn::Sequential> make_mlp(int layers, int64_t width) {
 }
 
 // DDP holds every parameter, its grad (in the reducer's buckets, which the grads are views of) and
-// the whole optimizer state.
+// the whole optimizer state. Under bf16 its parameters are the f32 masters (the 16-bit copies
+// autocast reads, 2Ψ more, are the precision's and are not counted here).
 Row measure_ddp(const nn::Module& model, const optim::Optimizer& optimizer) {
   Row r;
   for (const Tensor& p : model.parameters()) {
@@ -51,9 +54,17 @@ Row measure_ddp(const nn::Module& model, const optim::Optimizer& optimizer) {
   return r;
 }
 
-Row run_stage(int stage, int layers, int64_t width) {
+MixedPrecision mixed_precision_of(const std::string& name) {
+  const std::optional<MixedPrecision> p = value_in(kMixedPrecisionNames, name);
+  if (!p || (*p != MixedPrecision::no && *p != MixedPrecision::bf16 && *p != MixedPrecision::fp16))
+    throw Error(fmt::format("zero_memory: --mixed_precision '{}' is not one of no, bf16, fp16", name));
+  return *p;
+}
+
+Row run_stage(int stage, const std::string& precision, int layers, int64_t width) {
   AcceleratorOptions o;
   o.print_settings = false;
+  o.mixed_precision = precision;
   if (stage > 0) o.deepspeed_plugin = DeepSpeedPlugin{.zero_stage = stage, .gradient_accumulation_steps = std::nullopt};
   Accelerator accelerator(o);
   const double baseline = static_cast<double>(accelerator.memory_stats()[0].stats.allocated_bytes);
@@ -69,7 +80,10 @@ Row run_stage(int stage, int layers, int64_t width) {
   const Tensor x = randn({4, width}, gen), y = randn({4, width}, gen);
   accelerator.reset_peak_memory_stats();  // the step's peak, not the full model that stage 3 shards at prepare
   opt->zero_grad();
-  accelerator.backward(nn::mse_loss((*net)(x), y));
+  {
+    auto autocast = accelerator.autocast();
+    accelerator.backward(nn::mse_loss((*net)(x), y));
+  }
   opt->step();
   const MemoryStats host = accelerator.memory_stats()[0].stats;
   Row r;
@@ -77,6 +91,7 @@ Row run_stage(int stage, int layers, int64_t width) {
     const ZeroStrategy::HeldBytes held = zero->held_bytes();
     r.params = static_cast<double>(held.parameters);
     r.grads = static_cast<double>(held.gradients);
+    r.masters = static_cast<double>(held.master_weights);
     r.optimizer = static_cast<double>(held.optimizer_state);
   } else {
     r = measure_ddp(*net, *opt);
@@ -86,11 +101,13 @@ Row run_stage(int stage, int layers, int64_t width) {
   r.stage = stage;
   r.ranks = accelerator.num_processes();
   r.main = accelerator.is_main_process();
-  // ZeRO's formulas for f32 AdamW (runtime/strategy/memory_estimate.h), which `accel estimate-memory` prints too.
-  const MemoryEstimate formula =
-      estimate_memory(static_cast<int64_t>(psi), stage, accelerator.num_processes(), MixedPrecision::no, 8);
+  r.precision = precision;
+  // ZeRO's formulas for AdamW (runtime/strategy/memory_estimate.h), which `accel estimate-memory` prints too.
+  const MemoryEstimate formula = estimate_memory(static_cast<int64_t>(psi), stage, accelerator.num_processes(),
+                                                 mixed_precision_of(precision), 8);
   r.formula_params = static_cast<double>(formula.parameters);
   r.formula_grads = static_cast<double>(formula.gradients);
+  r.formula_masters = static_cast<double>(formula.master_weights);
   r.formula_optimizer = static_cast<double>(formula.optimizer_state);
   return r;
 }
@@ -98,35 +115,46 @@ Row run_stage(int stage, int layers, int64_t width) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"Per-rank bytes of parameters, gradients and optimizer state under DDP and ZeRO 1-3"};
+  CLI::App app{"Per-rank bytes of parameters, gradients, f32 masters and optimizer state under DDP and ZeRO 1-3"};
   int layers = 12;
   int64_t width = 2048;
+  std::vector<std::string> precisions{"no", "bf16"};
   std::string json_path;
   app.add_option("--layers", layers, "Linear layers")->capture_default_str();
   app.add_option("--width", width, "Features of each layer")->capture_default_str();
+  app.add_option("--mixed_precision", precisions, "no, bf16, fp16")->delimiter(',')->capture_default_str();
   app.add_option("--json", json_path, "Also write the rows as JSON");
   CLI11_PARSE(app, argc, argv);
+  for (const std::string& p : precisions) mixed_precision_of(p);  // a bad name fails before any run
   std::vector<Row> rows;
-  for (int stage = 0; stage <= 3; ++stage) rows.push_back(run_stage(stage, layers, width));
+  for (const std::string& p : precisions)
+    for (int stage = 0; stage <= 3; ++stage) rows.push_back(run_stage(stage, p, layers, width));
   if (!rows.back().main) return 0;
   const int ranks = rows.back().ranks;
   const double mb = 1 << 20;
-  std::cout << fmt::format("ZeRO memory per rank, {} ranks, {} x Linear({}, {}), f32 AdamW after one step (MiB)\n", ranks,
-                           layers, width, width);
-  std::cout << fmt::format("{:>5} | {:>10} {:>10} | {:>10} {:>10} | {:>10} {:>10} | {:>10} {:>10} {:>7} | {:>10} {:>10}\n",
-                           "stage", "params", "formula", "grads", "formula", "optimizer", "formula", "total", "formula",
-                           "ratio", "in use", "step peak");
   nlohmann::json out = nlohmann::json::array();
-  for (const Row& r : rows) {
-    const double total = r.params + r.grads + r.optimizer;
-    const double formula = r.formula_params + r.formula_grads + r.formula_optimizer;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const Row& r = rows[i];
+    if (i == 0 || rows[i - 1].precision != r.precision) {
+      std::cout << fmt::format("{}ZeRO memory per rank, {} ranks, {} x Linear({}, {}), mixed_precision {}, AdamW after "
+                               "one step (MiB)\n",
+                               i == 0 ? "" : "\n", ranks, layers, width, width, r.precision);
+      std::cout << fmt::format(
+          "{:>5} | {:>9} {:>9} | {:>9} {:>9} | {:>9} {:>9} | {:>9} {:>9} | {:>9} {:>9} {:>6} | {:>9} {:>9}\n", "stage",
+          "params", "formula", "grads", "formula", "masters", "formula", "optimizer", "formula", "total", "formula",
+          "ratio", "in use", "step peak");
+    }
+    const double total = r.params + r.grads + r.masters + r.optimizer;
+    const double formula = r.formula_params + r.formula_grads + r.formula_masters + r.formula_optimizer;
     std::cout << fmt::format(
-        "{:>5} | {:>10.1f} {:>10.1f} | {:>10.1f} {:>10.1f} | {:>10.1f} {:>10.1f} | {:>10.1f} {:>10.1f} {:>7.3f} | {:>10.1f} {:>10.1f}\n",
-        r.stage, r.params / mb, r.formula_params / mb, r.grads / mb, r.formula_grads / mb, r.optimizer / mb,
-        r.formula_optimizer / mb, total / mb, formula / mb, total / formula, r.in_use / mb, r.step_peak / mb);
-    out.push_back({{"stage", r.stage}, {"ranks", ranks}, {"params_bytes", r.params}, {"grads_bytes", r.grads},
-                   {"optimizer_bytes", r.optimizer}, {"formula_bytes", formula}, {"in_use_bytes", r.in_use},
-                   {"step_peak_bytes", r.step_peak}});
+        "{:>5} | {:>9.1f} {:>9.1f} | {:>9.1f} {:>9.1f} | {:>9.1f} {:>9.1f} | {:>9.1f} {:>9.1f} | {:>9.1f} {:>9.1f} "
+        "{:>6.3f} | {:>9.1f} {:>9.1f}\n",
+        r.stage, r.params / mb, r.formula_params / mb, r.grads / mb, r.formula_grads / mb, r.masters / mb,
+        r.formula_masters / mb, r.optimizer / mb, r.formula_optimizer / mb, total / mb, formula / mb, total / formula,
+        r.in_use / mb, r.step_peak / mb);
+    out.push_back({{"stage", r.stage}, {"ranks", ranks}, {"mixed_precision", r.precision}, {"params_bytes", r.params},
+                   {"grads_bytes", r.grads}, {"masters_bytes", r.masters}, {"optimizer_bytes", r.optimizer},
+                   {"formula_bytes", formula}, {"in_use_bytes", r.in_use}, {"step_peak_bytes", r.step_peak}});
   }
   if (!json_path.empty()) std::ofstream(json_path) << out.dump(2) << "\n";
   return 0;

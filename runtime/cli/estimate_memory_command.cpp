@@ -124,26 +124,29 @@ int EstimateMemoryCommand::run(std::ostream& out) const {
       grouped(model.parameters), model.description, optimizer_, state_bytes);
   for (const std::string& precision_name : precisions_) {
     const MixedPrecision precision = precision_of(precision_name);
-    out << fmt::format("\nmixed_precision {} (per rank)\n{:<14} {:>9} {:>16} {:>16} {:>16} {:>16} {:>16}\n",
+    out << fmt::format("\nmixed_precision {} (per rank)\n{:<14} {:>9} {:>16} {:>16} {:>16} {:>16} {:>16} {:>16}\n",
                        precision_name, "strategy", "processes", "parameters", "weight copies", "gradients",
-                       "optimizer", "total");
+                       "f32 masters", "optimizer", "total");
     for (const std::string& strategy : strategies_) {
       for (const int n : processes_) {
         const MemoryEstimate m = estimate_memory(model.parameters, stage_of(strategy), n, precision, state_bytes);
-        out << fmt::format("{:<14} {:>9} {:>16} {:>16} {:>16} {:>16} {:>16}\n", strategy, n,
+        out << fmt::format("{:<14} {:>9} {:>16} {:>16} {:>16} {:>16} {:>16} {:>16}\n", strategy, n,
                            amount(m.parameters, bytes_), amount(m.weight_copies, bytes_),
-                           amount(m.gradients, bytes_), amount(m.optimizer_state, bytes_),
-                           amount(m.total(), bytes_));
+                           amount(m.gradients, bytes_), amount(m.master_weights, bytes_),
+                           amount(m.optimizer_state, bytes_), amount(m.total(), bytes_));
       }
     }
   }
-  out << "\nWhat accel holds: f32 master weights, f32 gradients and f32 optimizer state at every precision; under "
-         "bf16 and fp16 also a 16-bit copy of every parameter for the matmuls (2 bytes each, whole on every rank, "
-         "at every stage); fp8 counts the same 16-bit copies as an upper bound (the Linears it runs in FP8 quantise "
-         "their weights in each forward and keep no copy; its amax histories, 12 KiB per Linear, are not counted). "
-         "ZeRO's paper counts 16-bit weights and gradients with f32 masters in the optimizer "
-         "state instead (2+2+12 bytes per parameter with Adam). Not counted: activations, buffers, "
-         "communication buckets, and each unit's padding to a multiple of the process count.\n";
+  out << "\nWhat accel holds: in f32, f32 parameters, gradients and optimizer state. Under bf16 and fp16, DDP keeps "
+         "f32 masters as its parameters and f32 gradients, plus a 16-bit copy of every parameter for the matmuls "
+         "(2 bytes each, whole on every rank); ZeRO stages 1-3 hold ZeRO's mixed-precision formulas instead: 16-bit "
+         "parameters and gradients (sharded as the stage shards them) and the f32 masters only as each rank's "
+         "slice (2 + 2 + 12 bytes per parameter with Adam: 2Ψ + 2Ψ + 12Ψ/N at stage 1, 2Ψ + 14Ψ/N at 2, 16Ψ/N "
+         "at 3). fp8 keeps f32 masters at every stage and counts the 16-bit copies as an upper bound (the "
+         "Linears it runs in FP8 quantise their weights in each forward and keep no copy; its amax histories, "
+         "12 KiB per Linear, are not counted). Not counted: activations, buffers, communication buckets, the f32 "
+         "grad of a master slice between the backward that syncs and the step, and each unit's padding to a "
+         "multiple of the process count.\n";
   return 0;
 }
 

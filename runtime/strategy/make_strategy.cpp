@@ -37,17 +37,24 @@ std::unique_ptr<Strategy> make_strategy(const Environment& env, const EffectiveS
   const int stage = settings.zero_stage.value;
   if (tp_size > 1) return std::make_unique<TensorParallel>(env, tp_size, settings.dp_size, options);
   if (stage == 0) return std::make_unique<DataParallel>(env, options);
+  std::unique_ptr<ZeroStrategy> zero;
   // ZeRO's collectives get a communicator (and communication thread) of their own.
   if (stage == 1 || stage == 2)
-    return std::make_unique<ZeroStage12>(stage, env.device(), env.grads_comm().dup(), policy.grad_comm,
+    zero = std::make_unique<ZeroStage12>(stage, env.device(), env.grads_comm().dup(), policy.grad_comm,
                                          options.bucket_cap_bytes);
-  if (settings.hybrid_shard)
-    return make_hybrid_shard(env.device(),
+  else if (settings.hybrid_shard)
+    zero = make_hybrid_shard(env.device(),
                              make_hybrid_mesh(env.grads_comm(), env.process(), hybrid_shard_size,
                                               settings.hybrid_shard_size.source),
                              policy.grad_comm, settings.auto_wrap, settings.reshard_after_forward);
-  return std::make_unique<ZeroStage3>(env.device(), env.grads_comm().dup(), policy.grad_comm, settings.auto_wrap,
-                                      settings.reshard_after_forward);
+  else
+    zero = std::make_unique<ZeroStage3>(env.device(), env.grads_comm().dup(), policy.grad_comm, settings.auto_wrap,
+                                        settings.reshard_after_forward);
+  // bf16 and fp16: 16-bit parameters and grads, f32 masters only as each rank's slices (docs/zero.md).
+  // fp8 keeps its masters whole: its FP8 Linears quantise the f32 weights themselves.
+  const MixedPrecision mixed = settings.mixed_precision.value;
+  if (mixed == MixedPrecision::bf16 || mixed == MixedPrecision::fp16) zero->shard_masters_in(policy.compute);
+  return zero;
 }
 
 }  // namespace accel

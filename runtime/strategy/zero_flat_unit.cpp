@@ -81,4 +81,14 @@ void FlatUnit::drop_grads() {
   for (const Tensor& p : params_) p.set_grad(Tensor());
 }
 
+void FlatUnit::convert_to(DType dtype) {
+  if (!is_floating(dtype))
+    throw Error(fmt::format("FlatUnit::convert_to '{}': expected a floating dtype, got {}", name_, dtype_name(dtype)));
+  NoGradGuard no_grad;
+  drop_grads();
+  Tensor converted = nograd::to_dtype(full_, dtype);
+  for (size_t i = 0; i < params_.size(); ++i) params_[i].set_data(param_view(converted, i));
+  full_ = converted;
+}
+
 }  // namespace accel

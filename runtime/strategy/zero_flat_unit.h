@@ -59,6 +59,9 @@ class FlatUnit {
   const Tensor& full_grad() const { return full_grad_; }
   // Drops the flat grad buffer and every param's grad.
   void drop_grads();
+  // Rounds the flat buffer to dtype (a new buffer) and makes every param a view of it: under bf16/fp16
+  // the model's parameters become 16-bit, and the f32 masters are the strategy's slices. Drops grads.
+  void convert_to(DType dtype);
 
  private:
   std::string name_;

@@ -39,7 +39,10 @@ void HybridShard::before_backward(bool sync) {
 
 void HybridShard::after_backward() {
   ZeroStage3::after_backward();
-  if (sync_ && replicate_->size() > 1) all_reduce_shard_grads();
+  if (sync_ && replicate_->size() > 1) {
+    all_reduce_shard_grads();
+    refresh_master_grads();  // from the replicas' average
+  }
 }
 
 void HybridShard::all_reduce_shard_grads() {

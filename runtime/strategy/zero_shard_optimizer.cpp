@@ -117,6 +117,9 @@ void ShardOptimizer::step() {
   }
   shard_optimizer_->set_lr(user_.lr());
   shard_optimizer_->apply_update();
+  // The segments' grads are views lent for this update only: a shard grad the strategy drops after
+  // the step (the f32 grad of a sharded master) is then freed.
+  for (const Segment& seg : segments_) seg.tensor.set_grad(Tensor());
 }
 
 std::map<size_t, std::vector<std::pair<std::string, Tensor>>> ShardOptimizer::unit_shard_state() const {

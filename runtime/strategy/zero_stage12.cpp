@@ -51,6 +51,7 @@ void ZeroStage12::prepare_model(nn::Module& model) {
   if (units_.size() == first_unit) throw Error("Accelerator::prepare: under ZeRO the model must have parameters");
   // Every rank starts from rank 0's values: one broadcast per unit, plus the buffers.
   for (size_t u = first_unit; u < units_.size(); ++u) broadcast_from_main({{units_[u]->flat->name(), units_[u]->flat->full()}});
+  for (size_t u = first_unit; u < units_.size(); ++u) split_master(*units_[u], /*own_shard=*/false);
   broadcast_from_main(model.named_buffers());
   ready_.resize(units_.size());
   pending_.resize(units_.size());
@@ -111,12 +112,14 @@ void ZeroStage12::after_backward() {
   if (stage() == 1) {
     for (auto& u : units_) start_slice_reduce_scatter(*u);
     for (auto& u : units_) finish_slice_reduce_scatter(*u);
+    refresh_master_grads();
     return;
   }
   // Units whose last grad never came (a parameter this backward did not reach) go now, in order.
   for (int64_t& p : pending_) p = 0;
   launch_ready();
   for (auto& u : units_) finish_reduce_scatter(*u, /*add=*/true);
+  refresh_master_grads();
 }
 
 void ZeroStage12::backward_failed() {
@@ -125,7 +128,8 @@ void ZeroStage12::backward_failed() {
 }
 
 void ZeroStage12::after_shard_update(Unit& unit) {
-  // In place: this rank's slice of full() is the shard the optimizer just updated.
+  // In place: this rank's slice of full() is the shard the optimizer just updated (under sharded
+  // masters its 16-bit rounding, so the gather sends 16-bit).
   comm().all_gather(unit.shard, unit.flat->full(), fmt::format("zero all-gather of {}", unit.flat->name()));
 }
 

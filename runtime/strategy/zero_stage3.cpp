@@ -36,6 +36,7 @@ void ZeroStage3::prepare_model(nn::Module& model) {
     // The rank keeps a copy of its slice; the whole buffer is given back until the unit is used.
     unit.shard = nograd::clone(unit.flat->shard_of(unit.flat->full()));
     unit.shard.requires_grad_();
+    split_master(unit, /*own_shard=*/true);  // under bf16/fp16: an f32 master slice, a 16-bit shard
     unit.flat->full().storage()->release();
     places_.push_back({w.module, w.name.empty(), false, Work(), false});
     modules.push_back(w.module);
@@ -158,6 +159,7 @@ void ZeroStage3::after_backward() {
   for (size_t u = 0; u < places_.size(); ++u) reduce_unit(u);
   for (auto& u : units_) finish_reduce_scatter(*u, /*add=*/true);
   for (size_t u = 0; u < places_.size(); ++u) free(u);
+  refresh_master_grads();
 }
 
 void ZeroStage3::backward_failed() {
@@ -172,24 +174,6 @@ void ZeroStage3::backward_failed() {
 void ZeroStage3::after_shard_update(Unit& unit) {
   for (size_t u = 0; u < units_.size(); ++u)
     if (units_[u].get() == &unit) free(u);
-}
-
-nn::StateDict ZeroStage3::model_state_dict(const nn::Module& model) const {
-  NoGradGuard no_grad;
-  // Each unit's slices gathered into a new flat tensor; every parameter is a copy of its part.
-  std::unordered_map<const TensorImpl*, Tensor> full_of;
-  for (const auto& u : units_) {
-    if (u->model != &model) continue;
-    Tensor full = empty({u->flat->padded_numel()}, u->flat->dtype(), u->flat->device());
-    comm().all_gather(u->shard, full, fmt::format("zero state-dict gather of {}", u->flat->name()));
-    for (size_t j = 0; j < u->flat->params().size(); ++j)
-      full_of[u->flat->params()[j].impl()] = nograd::clone(u->flat->param_view(full, j));
-  }
-  if (full_of.empty()) return model.state_dict();  // not prepared here
-  nn::StateDict out;
-  for (const auto& [name, p] : model.named_parameters()) out.emplace_back(name, full_of.at(p.impl()));
-  for (const auto& entry : model.named_buffers()) out.push_back(entry);
-  return out;
 }
 
 nn::LoadResult ZeroStage3::load_model_state_dict(nn::Module& model, const nn::StateDict& state, bool strict) {
@@ -210,6 +194,7 @@ nn::LoadResult ZeroStage3::load_model_state_dict(nn::Module& model, const nn::St
     nograd::copy_(units_[u]->shard, units_[u]->flat->shard_of(units_[u]->flat->full()));
     free(u);
   }
+  load_masters(model, state);  // the f32 masters exactly, not from the 16-bit buffers
   return result;
 }
 

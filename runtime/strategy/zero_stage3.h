@@ -43,8 +43,7 @@ class ZeroStage3 : public ZeroStrategy {
   void after_backward() override;
   void backward_failed() override;
 
-  // Gathered from every rank's slices (collective), as the model's state_dict: full tensors by name.
-  nn::StateDict model_state_dict(const nn::Module& model) const override;
+  // (model_state_dict is ZeroStrategy's: gathered from every rank's master slices.)
   // Each rank keeps its slices of the full state.
   nn::LoadResult load_model_state_dict(nn::Module& model, const nn::StateDict& state, bool strict) override;
 

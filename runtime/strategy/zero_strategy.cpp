@@ -34,6 +34,15 @@ ZeroStrategy::ZeroStrategy(int stage, Device device, std::shared_ptr<Communicato
 
 ZeroStrategy::~ZeroStrategy() { wait_all_quietly(); }
 
+void ZeroStrategy::shard_masters_in(DType dtype) {
+  if (dtype != DType::f32 && dtype != DType::bf16 && dtype != DType::f16)
+    throw Error(fmt::format("{}::shard_masters_in: expected bf16, f16 or f32 (masters whole), got {}", name(),
+                            dtype_name(dtype)));
+  if (!units_.empty())
+    throw Error(fmt::format("{}::shard_masters_in: called after a model was prepared; call it before", name()));
+  model_dtype_ = dtype;
+}
+
 std::string ZeroStrategy::name() const { return fmt::format("zero_{}", stage_); }
 
 DataShard ZeroStrategy::data_shard() const { return {comm_->rank(), comm_->size()}; }
@@ -49,8 +58,51 @@ ZeroStrategy::Unit& ZeroStrategy::add_unit(const nn::Module& model, const std::s
   unit->flat = std::make_unique<FlatUnit>(name, params, comm_->rank(), comm_->size());
   unit->shard = unit->flat->shard_of(unit->flat->full());
   unit->shard.requires_grad_();
+  unit->master = unit->shard;
   units_.push_back(std::move(unit));
   return *units_.back();
+}
+
+void ZeroStrategy::split_master(Unit& unit, bool own_shard) {
+  if (model_dtype_ == DType::f32 || unit.flat->dtype() != DType::f32) {
+    unit.master = unit.shard;
+    return;
+  }
+  NoGradGuard no_grad;
+  unit.master = nograd::clone(unit.flat->shard_of(unit.flat->full()));
+  unit.master.requires_grad_();
+  unit.flat->convert_to(model_dtype_);
+  const Tensor slice = unit.flat->shard_of(unit.flat->full());
+  unit.shard = own_shard ? nograd::clone(slice) : slice;
+  unit.shard.requires_grad_();
+}
+
+void ZeroStrategy::refresh_master_grads() {
+  NoGradGuard no_grad;
+  for (auto& u : units_)
+    if (has_own_master(*u) && u->shard_grad.defined()) u->master.set_grad(nograd::to_dtype(u->shard_grad, DType::f32));
+}
+
+void ZeroStrategy::load_masters(const nn::Module& model, const nn::StateDict& state) {
+  std::unordered_map<const TensorImpl*, std::pair<Unit*, size_t>> where;  // param -> unit, index
+  for (auto& u : units_)
+    if (u->model == &model && has_own_master(*u))
+      for (size_t j = 0; j < u->flat->params().size(); ++j) where[u->flat->params()[j].impl()] = {u.get(), j};
+  if (where.empty()) return;
+  std::unordered_map<std::string, const Tensor*> given;
+  for (const auto& [name, t] : state) given[name] = &t;
+  NoGradGuard no_grad;
+  for (const auto& [name, p] : model.named_parameters()) {
+    const auto at = where.find(p.impl());
+    const auto it = given.find(name);
+    if (at == where.end() || it == given.end()) continue;  // a missing key: load_state_dict reported it
+    const auto& [unit, j] = at->second;
+    const FlatUnit::HeldRun run = unit->flat->held_run(j);
+    if (run.numel == 0) continue;
+    const Tensor flat = nograd::view(nograd::contiguous(*it->second), {it->second->numel()});
+    nograd::copy_(nograd::narrow(unit->master, 0, run.shard_offset, run.numel),
+                  nograd::narrow(flat, 0, run.param_offset, run.numel));
+  }
 }
 
 std::vector<const FlatUnit*> ZeroStrategy::units_of(const nn::Module& model) const {
@@ -73,7 +125,7 @@ void ZeroStrategy::prepare_optimizer(optim::Optimizer& optimizer) {
     for (const Tensor& p : u->flat->params()) holds = holds || mine.count(p.impl()) > 0;
     if (!holds) continue;
     units.push_back(u->flat.get());
-    shards.push_back(u->shard);
+    shards.push_back(u->master);
   }
   optimizers_.push_back(std::make_unique<ShardOptimizer>(optimizer, units, shards, name()));
 }
@@ -83,10 +135,11 @@ std::vector<Tensor> ZeroStrategy::local_grads(const std::vector<Tensor>& params)
   for (const Tensor& p : params) wanted.insert(p.impl());
   std::vector<Tensor> grads;
   for (const auto& u : units_) {
-    if (!u->shard_grad.defined()) continue;
+    const Tensor grad = has_own_master(*u) ? u->master.grad() : u->shard_grad;
+    if (!grad.defined()) continue;
     for (const Tensor& p : u->flat->params())
       if (wanted.count(p.impl())) {
-        grads.push_back(u->shard_grad);
+        grads.push_back(grad);
         break;
       }
   }
@@ -106,6 +159,10 @@ ZeroStrategy::HeldBytes ZeroStrategy::held_bytes() const {
       if (own) held.gradients += static_cast<int64_t>(g.nbytes());
     }
     if (u->shard_grad.defined() && !is_view_of(u->shard_grad, flat.full_grad())) held.gradients += static_cast<int64_t>(u->shard_grad.nbytes());
+    if (has_own_master(*u)) {
+      held.master_weights += static_cast<int64_t>(u->master.nbytes());
+      if (u->master.grad().defined()) held.gradients += static_cast<int64_t>(u->master.grad().nbytes());
+    }
   }
   for (const auto& o : optimizers_) held.optimizer_state += o->state_bytes();
   return held;
@@ -202,8 +259,16 @@ void ZeroStrategy::optimizer_step(optim::Optimizer& optimizer) {
     if (&o->user() != &optimizer) continue;
     o->step();
     for (auto& u : units_)
-      for (const FlatUnit* f : o->units())
-        if (u->flat.get() == f) after_shard_update(*u);
+      for (const FlatUnit* f : o->units()) {
+        if (u->flat.get() != f) continue;
+        if (has_own_master(*u)) {
+          // The updated f32 slice, rounded to the 16-bit slice that is gathered (half the bytes).
+          NoGradGuard no_grad;
+          nograd::copy_(u->shard, u->master);
+          u->master.set_grad(Tensor());
+        }
+        after_shard_update(*u);
+      }
     return;
   }
   throw Error(fmt::format("{}: optimizer_step of an optimizer that was not prepared", name()));
@@ -220,6 +285,7 @@ void ZeroStrategy::zero_grad(optim::Optimizer& optimizer, bool set_to_none) {
         // the full grad, which it must not keep alive: it gets zeros of its own.
         const bool view_of_full = is_view_of(u->shard_grad, u->flat->full_grad());
         u->flat->drop_grads();
+        if (has_own_master(*u)) u->master.set_grad(Tensor());  // made again from shard_grad at the next sync
         if (set_to_none || !u->shard_grad.defined()) {
           u->shard_grad = Tensor();
           u->shard.set_grad(Tensor());
@@ -233,6 +299,32 @@ void ZeroStrategy::zero_grad(optim::Optimizer& optimizer, bool set_to_none) {
     return;
   }
   optimizer.clear_grads(set_to_none);  // an optimizer over no prepared model
+}
+
+nn::StateDict ZeroStrategy::model_state_dict(const nn::Module& model) const {
+  bool gathers = false;
+  for (const auto& u : units_) gathers = gathers || (u->model == &model && (stage_ == 3 || has_own_master(*u)));
+  if (!gathers) return Strategy::model_state_dict(model);  // whole on every rank already
+  NoGradGuard no_grad;
+  // Each unit's master slices gathered into a new flat tensor; every parameter is a copy of its part.
+  std::unordered_map<const TensorImpl*, Tensor> full_of;
+  for (const auto& u : units_) {
+    if (u->model != &model) continue;
+    Tensor full = empty({u->flat->padded_numel()}, u->master.dtype(), u->master.device());
+    comm_->all_gather(u->master, full, fmt::format("zero state-dict gather of {}", u->flat->name()));
+    for (size_t j = 0; j < u->flat->params().size(); ++j)
+      full_of[u->flat->params()[j].impl()] = nograd::clone(u->flat->param_view(full, j));
+  }
+  nn::StateDict out;
+  for (const auto& [name, p] : model.named_parameters()) out.emplace_back(name, full_of.at(p.impl()));
+  for (const auto& entry : model.named_buffers()) out.push_back(entry);
+  return out;
+}
+
+nn::LoadResult ZeroStrategy::load_model_state_dict(nn::Module& model, const nn::StateDict& state, bool strict) {
+  nn::LoadResult result = Strategy::load_model_state_dict(model, state, strict);
+  load_masters(model, state);
+  return result;
 }
 
 optim::StateDict ZeroStrategy::optimizer_state_dict(const optim::Optimizer& optimizer) const {
@@ -262,11 +354,12 @@ std::optional<StateShard> ZeroStrategy::model_state_shard(const nn::Module& mode
       shard.places.emplace_back();
       continue;
     }
-    // From the rank's shard, which is current under every stage (stage 3's parameters are released).
+    // From the rank's master slice, which is current under every stage (stage 3's parameters are
+    // released) and is f32 where the parameters are 16-bit: the truth a resume starts from.
     const auto& [unit, j] = it->second;
     const FlatUnit::HeldRun run = unit->flat->held_run(j);
-    shard.local.emplace_back(name, run.numel == 0 ? empty({0}, t.dtype(), unit->shard.device())
-                                                  : nograd::narrow(unit->shard, 0, run.shard_offset, run.numel));
+    shard.local.emplace_back(name, run.numel == 0 ? empty({0}, unit->master.dtype(), unit->master.device())
+                                                  : nograd::narrow(unit->master, 0, run.shard_offset, run.numel));
     shard.places.emplace_back(ElementRun{run.param_offset, t.shape()});
   }
   return shard;

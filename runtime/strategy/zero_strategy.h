@@ -2,6 +2,9 @@
 // each rank keeps the averaged grad of its slice of every unit (its shard grad), and a ShardOptimizer
 // updates its slices only. ZeroStage12 (optimizer state, then grads, sharded) and ZeroStage3
 // (parameters too) differ in when grads are reduce-scattered and whether parameters stay whole.
+// Under bf16/fp16 (shard_masters_in) the model's parameters and grads are 16-bit and the f32 masters
+// exist only as each rank's slices: the ShardOptimizer updates those, and their 16-bit rounding is
+// what is gathered.
 #pragma once
 
 #include <memory>
@@ -24,6 +27,11 @@ class ZeroStrategy : public Strategy {
   ~ZeroStrategy() override;
 
   int stage() const { return stage_; }
+  // Under mixed_precision bf16/fp16: each unit's f32 parameters become a 16-bit flat buffer (what
+  // forward reads, and what is gathered and reduce-scattered), and the f32 masters exist only as this
+  // rank's slices. Call before prepare_model; dtype f32 (the default) keeps the masters whole.
+  void shard_masters_in(DType dtype);
+  DType model_dtype() const { return model_dtype_; }
   std::string name() const override;  // "zero_1", "zero_2", "zero_3"
   DataShard data_shard() const override;
   void prepare_optimizer(optim::Optimizer& optimizer) override;
@@ -38,6 +46,11 @@ class ZeroStrategy : public Strategy {
   void zero_grad(optim::Optimizer& optimizer, bool set_to_none) override;
   // Gathered to the user's layout (collective), and sliced back to this rank's shards.
   optim::StateDict optimizer_state_dict(const optim::Optimizer& optimizer) const override;
+  // Full f32 weights, gathered from every rank's master slices (collective), under stage 3 and where
+  // the masters are sharded; otherwise the model's own state.
+  nn::StateDict model_state_dict(const nn::Module& model) const override;
+  // Into the model's parameters, and each rank's f32 master slices from the state exactly.
+  nn::LoadResult load_model_state_dict(nn::Module& model, const nn::StateDict& state, bool strict) override;
   void load_optimizer_state_dict(optim::Optimizer& optimizer, const optim::StateDict& state) override;
   // Checkpoints as per-rank shards, with no collective: rank r of N writes part r, the runs of each
   // parameter's elements (and of each optimizer slot's) that its flat slices hold, in the parameter's
@@ -49,10 +62,11 @@ class ZeroStrategy : public Strategy {
   std::vector<const FlatUnit*> units_of(const nn::Module& model) const;
 
   // The bytes this rank holds now for the prepared models' parameters (gathered buffers and shards),
-  // gradients (full flat grads, grads of their own, shard grads) and optimizer state (the shards'),
-  // to set against ZeRO's formulas (bench/zero_memory).
+  // gradients (full flat grads, grads of their own, shard grads, the f32 masters' grads), the f32
+  // master slices where they are apart from the parameters, and optimizer state (the shards'), to set
+  // against ZeRO's formulas (bench/zero_memory).
   struct HeldBytes {
-    int64_t parameters = 0, gradients = 0, optimizer_state = 0;
+    int64_t parameters = 0, gradients = 0, master_weights = 0, optimizer_state = 0;
   };
   HeldBytes held_bytes() const;
 
@@ -66,6 +80,9 @@ class ZeroStrategy : public Strategy {
     // This rank's slice of the parameters: what the ShardOptimizer updates (a leaf whose grad is
     // shard_grad). Stages 1 and 2: a view of flat->full(); stage 3: a tensor of its own.
     Tensor shard;
+    // What the ShardOptimizer updates: shard itself, or under sharded masters an f32 copy of the
+    // slice (a leaf of its own), whose grad is shard_grad in f32 from the sync until the step.
+    Tensor master;
     // The averaged grad of the slice, since the last zero_grad; undefined before the first sync.
     // Stage 1: a view of flat->full_grad() after a sync.
     Tensor shard_grad;
@@ -93,6 +110,16 @@ class ZeroStrategy : public Strategy {
   void start_slice_reduce_scatter(Unit& unit);
   void finish_slice_reduce_scatter(Unit& unit);
   void carry_synced_slice(Unit& unit);
+  // Under sharded masters: the unit's master becomes an f32 copy of its slice and the flat buffer
+  // 16-bit; shard becomes the 16-bit slice (own_shard: a tensor of its own, stage 3's; else a view of
+  // the buffer). Otherwise master is shard. Call once the flat buffer holds the starting values.
+  void split_master(Unit& unit, bool own_shard);
+  static bool has_own_master(const Unit& unit) { return unit.master.defined() && unit.master.impl() != unit.shard.impl(); }
+  // At a sync: every own master's grad becomes its shard grad in f32 (what the precision unscales,
+  // the norm is taken over and the step reads); dropped again after the step.
+  void refresh_master_grads();
+  // The f32 master slices of model's units from a full state (names of model's parameters).
+  void load_masters(const nn::Module& model, const nn::StateDict& state);
   // After the shards' update: stages 1 and 2 all-gather the parameters, stage 3 waits for the next
   // forward.
   virtual void after_shard_update(Unit& unit) = 0;
@@ -107,6 +134,7 @@ class ZeroStrategy : public Strategy {
   Device device_;
   std::shared_ptr<Communicator> comm_;
   DType comm_dtype_;
+  DType model_dtype_ = DType::f32;
   std::vector<std::unique_ptr<ShardOptimizer>> optimizers_;
 };
 

@@ -171,18 +171,23 @@ TEST_CASE("accel estimate-memory prints the per-rank bytes by strategy, precisio
   INFO(r.output);
   REQUIRE(r.status == 0);
   CHECK(lines_starting(r.output, "accel estimate-memory: gpt2-124M: 124,439,808 parameters, GPT-2 small").size() == 1);
-  // strategy, processes, parameters, weight copies, gradients, optimizer, total: by hand from Ψ = 124439808.
+  // strategy, processes, parameters, weight copies, gradients, f32 masters, optimizer, total: by hand
+  // from Ψ = 124439808.
   std::vector<std::vector<std::string>> rows;
   for (const std::string& line : lines_of(r.output))
     if (line.rfind("ddp ", 0) == 0 || line.rfind("zero", 0) == 0) rows.push_back(words_of(line));
   REQUIRE(rows.size() == 3 * 4 * 4);  // 3 precisions x 4 strategies x 4 process counts
   using W = std::vector<std::string>;
-  CHECK(rows[0] == W{"ddp", "1", "497759232", "0", "497759232", "995518464", "1991036928"});          // no: 16 Ψ
-  CHECK(rows[4 + 2] == W{"zero1", "4", "497759232", "0", "497759232", "248879616", "1244398080"});  // 8Ψ + 8Ψ/4
-  CHECK(rows[8 + 3] == W{"zero2", "8", "497759232", "0", "62219904", "124439808", "684418944"});       // 4Ψ + 12Ψ/8
-  CHECK(rows[12 + 3] == W{"zero3", "8", "62219904", "0", "62219904", "124439808", "248879616"});       // 16Ψ/8
-  CHECK(rows[16 + 12 + 3] == W{"zero3", "8", "62219904", "248879616", "62219904", "124439808", "497759232"});  // bf16
-  CHECK(lines_starting(r.output, "What accel holds: f32 master weights").size() == 1);
+  CHECK(rows[0] == W{"ddp", "1", "497759232", "0", "497759232", "0", "995518464", "1991036928"});          // no: 16 Ψ
+  CHECK(rows[4 + 2] == W{"zero1", "4", "497759232", "0", "497759232", "0", "248879616", "1244398080"});  // 8Ψ + 8Ψ/4
+  CHECK(rows[8 + 3] == W{"zero2", "8", "497759232", "0", "62219904", "0", "124439808", "684418944"});       // 4Ψ + 12Ψ/8
+  CHECK(rows[12 + 3] == W{"zero3", "8", "62219904", "0", "62219904", "0", "124439808", "248879616"});       // 16Ψ/8
+  // bf16: DDP keeps f32 masters, f32 grads and 16-bit copies (18Ψ); ZeRO 2 + 2 + 12 bytes, sharded.
+  CHECK(rows[16] == W{"ddp", "1", "497759232", "248879616", "497759232", "0", "995518464", "2239916544"});
+  CHECK(rows[16 + 4 + 2] ==
+        W{"zero1", "4", "248879616", "0", "248879616", "124439808", "248879616", "871078656"});  // 4Ψ + 12Ψ/4
+  CHECK(rows[16 + 12 + 3] == W{"zero3", "8", "31109952", "0", "31109952", "62219904", "124439808", "248879616"});  // 16Ψ/8
+  CHECK(lines_starting(r.output, "What accel holds: in f32, f32 parameters").size() == 1);
 
   r = run(fmt::format("{} estimate-memory --model {} --strategy zero3 --mixed_precision no -n 2 --bytes", kAccel,
                       kFixtures + "/multi.safetensors"));

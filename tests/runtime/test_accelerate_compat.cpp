@@ -276,10 +276,24 @@ TEST_CASE("estimate_memory: ZeRO's formulas for f32 Adam, and what accel holds b
   CHECK(m.optimizer_state == 124'439'808);
   m = estimate_memory(psi, 3, 8, MixedPrecision::no);  // 16Ψ/8
   CHECK(m.total() == 248'879'616);
-  m = estimate_memory(psi, 3, 8, MixedPrecision::bf16);  // + 2Ψ of copies, not sharded
-  CHECK(m.weight_copies == 248'879'616);
-  CHECK(m.total() == 497'759'232);
+  // bf16/fp16 under ZeRO: 16-bit parameters and grads, the f32 masters sharded (2 + 2 + 12 bytes).
+  m = estimate_memory(psi, 1, 4, MixedPrecision::bf16);  // 2Ψ + 2Ψ + 12Ψ/4
+  CHECK(m.parameters == 248'879'616);
+  CHECK(m.gradients == 248'879'616);
+  CHECK(m.master_weights == 124'439'808);
+  CHECK(m.optimizer_state == 248'879'616);
+  CHECK(m.weight_copies == 0);
+  CHECK(m.total() == 871'078'656);  // 7Ψ
+  m = estimate_memory(psi, 2, 8, MixedPrecision::fp16);  // 2Ψ + 14Ψ/8
+  CHECK(m.gradients == 31'109'952);
+  CHECK(m.total() == 466'649'280);
+  m = estimate_memory(psi, 3, 8, MixedPrecision::bf16);  // 16Ψ/8, nothing whole
+  CHECK(m.parameters == 31'109'952);
+  CHECK(m.weight_copies == 0);
+  CHECK(m.total() == 248'879'616);
+  // DDP keeps f32 masters and grads, plus the 2Ψ of copies autocast reads.
   CHECK(estimate_memory(psi, 0, 1, MixedPrecision::fp16).total() == 2'239'916'544);  // 18 Ψ
+  CHECK(estimate_memory(psi, 0, 1, MixedPrecision::fp16).master_weights == 0);
   // fp8 is accepted and counted as bf16: the 2Ψ of copies bound what its bf16 Linears and the rest use.
   CHECK(estimate_memory(psi, 3, 8, MixedPrecision::fp8).weight_copies == 248'879'616);
   CHECK(estimate_memory(psi, 0, 1, MixedPrecision::no, 4).optimizer_state == 497'759'232);  // SGD momentum

@@ -105,8 +105,14 @@ TEST_CASE("HYBRID_SHARD equals DDP under bf16 and fp16 (the overflow agreed), wi
         spec.accumulation_steps = k;
         spec.mixed_precision = precision;
         spec.clip_norm = 0.05;  // clips most steps: the norm must be the global one
-        // As for the other stages: the same roundings up to the order of the sums across ranks.
-        check_equal_to_ddp(spec, 1e-5);
+        // The f32 masters are sharded and the grads 16-bit (docs/zero.md), so the reference is DDP
+        // with its all-reduce in 16-bit too. HYBRID_SHARD averages in two 16-bit roundings (within the
+        // shard group, then across the replicas) and, under accumulation, per micro-step: within
+        // bf16's and f16's rounding carried through 20 AdamW steps, as stage 3's accumulation
+        // (test_equivalence.cpp), and at loss scale 2^10 so that no sum order overflows.
+        spec.grad_comm_dtype = "compute";
+        if (precision == "fp16") spec.loss_scale = 1024;
+        check_equal_to_ddp(spec, 3e-2);
       }
     }
   }

@@ -18,6 +18,8 @@ AcceleratorOptions options_for(const ZeroSpec& spec) {
   AcceleratorOptions o = options(spec.backend);
   o.split_batches = true;
   o.mixed_precision = spec.mixed_precision;
+  o.grad_comm_dtype = spec.grad_comm_dtype;
+  if (spec.loss_scale > 0) o.loss_scaler = LossScalerOptions{.init_scale = spec.loss_scale};
   o.bucket_cap_mb = spec.bucket_cap_mb;
   if (spec.zero_stage > 0 && !spec.fsdp)
     o.deepspeed_plugin = DeepSpeedPlugin{.zero_stage = spec.zero_stage,
@@ -63,6 +65,7 @@ ZeroRun train_zero(const ZeroSpec& spec, uint64_t seed) {
   }
   for (const auto& [name, t] : accelerator.get_state_dict(*net))
     for (float v : to(t, DType::f32).to_vector<float>()) run.weights.push_back(v);
+  if (const LossScaler* scaler = accelerator.loss_scaler()) run.skipped_steps = scaler->skipped_steps();
   return run;
 }
 

@@ -21,7 +21,9 @@ struct ZeroSpec {
   int steps = 20;  // optimizer steps
   int accumulation_steps = 1;
   std::string mixed_precision = "no";
+  std::string grad_comm_dtype = "f32";  // "compute": DDP's all-reduce in the 16-bit dtype, as ZeRO's is there
   std::string backend = "auto";
+  double loss_scale = 0;     // fp16's initial loss scale when > 0 (else the scaler's 2^16)
   double clip_norm = 0;      // clip_grad_norm to this when > 0, on the micro-step that updates
   double bucket_cap_mb = 256.0 / (1 << 20);  // 64 floats: several units over the small model
   AutoWrapPolicy auto_wrap{};
@@ -35,6 +37,7 @@ struct ZeroRun {
   std::vector<double> losses;   // this rank's loss at every micro-step
   std::vector<double> weights;  // the final full parameters, from get_state_dict
   std::vector<double> norms;    // clip_grad_norm's results, when clipping
+  int64_t skipped_steps = 0;    // fp16: the steps the loss scaler skipped
   std::string strategy;         // the strategy's name
 };
 
