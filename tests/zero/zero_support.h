@@ -26,6 +26,8 @@ struct ZeroSpec {
   double bucket_cap_mb = 256.0 / (1 << 20);  // 64 floats: several units over the small model
   AutoWrapPolicy auto_wrap{};
   bool reshard_after_forward = true;
+  // Build the model under DeferredInit, every rank from the same seed (nothing is broadcast for it).
+  bool deferred_init = false;
 };
 
 struct ZeroRun {
@@ -36,7 +38,7 @@ struct ZeroRun {
 };
 
 // 20 steps of global batch 8 per micro-step (split_batches), every rank starting from seed + rank
-// (prepare takes rank 0's).
+// (prepare takes rank 0's), or under deferred_init every rank from seed.
 ZeroRun train_zero(const ZeroSpec& spec, uint64_t seed);
 
 // max over i of |a_i - b_i| / |b_i|: for values such as losses that are never near 0.
