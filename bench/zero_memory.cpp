@@ -5,6 +5,8 @@
 // before the model was built). Run under mpirun at 1, 2 and 4 ranks:
 //   mpirun -np 4 build/bench/zero_memory [--layers 12 --width 2048] [--json out.json]
 // The table (rank 0) says what each rank measures; the ranks agree to within one unit's padding.
+// A second table gives stage 3's peak from before the model is built to the end of prepare, for a
+// normal build and for one under DeferredInit (docs/zero.md, "Models larger than one rank").
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
@@ -28,7 +30,8 @@ struct Row {
   double in_use = 0, step_peak = 0;  // the allocator's bytes, over the process's before the model
 };
 
-std::shared_ptr<nn::Sequential> make_mlp(int layers, int64_t width) {
+std::shared_ptr<nn::Sequential> make_mlp(int layers, int64_t width, bool deferred_init = false) {
+  const DeferredInit scope(deferred_init);
   Generator gen(0);
   auto mlp = std::make_shared<nn::Sequential>();
   for (int i = 0; i < layers; ++i) {
@@ -95,6 +98,22 @@ Row run_stage(int stage, int layers, int64_t width) {
   return r;
 }
 
+// Stage 3's peak host bytes from before the model is built to the end of prepare (its shards and
+// what it took to get them), over what the process held before.
+double prepare_peak(bool deferred_init, int layers, int64_t width) {
+  AcceleratorOptions o;
+  o.print_settings = false;
+  o.deepspeed_plugin = DeepSpeedPlugin{.zero_stage = 3, .gradient_accumulation_steps = std::nullopt};
+  Accelerator accelerator(o);
+  accelerator.wait_for_everyone();
+  const double baseline = static_cast<double>(accelerator.memory_stats()[0].stats.allocated_bytes);
+  accelerator.reset_peak_memory_stats();
+  auto model = make_mlp(layers, width, deferred_init);
+  auto adamw = std::make_shared<optim::AdamW>(model->parameters(), optim::AdamWOptions{});
+  auto [net, opt] = accelerator.prepare(model, adamw);
+  return static_cast<double>(accelerator.memory_stats()[0].stats.peak_allocated_bytes) - baseline;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -108,6 +127,7 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
   std::vector<Row> rows;
   for (int stage = 0; stage <= 3; ++stage) rows.push_back(run_stage(stage, layers, width));
+  const double normal_peak = prepare_peak(false, layers, width), deferred_peak = prepare_peak(true, layers, width);
   if (!rows.back().main) return 0;
   const int ranks = rows.back().ranks;
   const double mb = 1 << 20;
@@ -128,6 +148,12 @@ int main(int argc, char** argv) {
                    {"optimizer_bytes", r.optimizer}, {"formula_bytes", formula}, {"in_use_bytes", r.in_use},
                    {"step_peak_bytes", r.step_peak}});
   }
+  const double full = rows.front().formula_params;  // 4Ψ
+  std::cout << fmt::format("stage 3, build + prepare peak per rank (MiB): normal build {:.1f}, deferred init {:.1f}; "
+                           "full parameters {:.1f}, this rank's shards {:.1f}\n",
+                           normal_peak / mb, deferred_peak / mb, full / mb, rows.back().params / mb);
+  out.push_back({{"stage", 3}, {"ranks", ranks}, {"prepare_peak_normal_bytes", normal_peak},
+                 {"prepare_peak_deferred_bytes", deferred_peak}});
   if (!json_path.empty()) std::ofstream(json_path) << out.dump(2) << "\n";
   return 0;
 }

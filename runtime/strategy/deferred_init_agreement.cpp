@@ -24,8 +24,9 @@ int64_t fingerprint_of(const nn::StateDict& entries) {
   uint64_t hash = 1469598103934665603ull;
   auto mix = [&](uint64_t value) { hash = (hash ^ value) * 1099511628211ull; };
   for (const auto& [name, t] : entries) {
-    if (!t.is_meta()) continue;
     mix(std::hash<std::string>{}(name));
+    mix(t.is_meta() ? 1 : 0);
+    if (!t.is_meta()) continue;
     mix(static_cast<uint64_t>(t.offset()));
     mix(t.storage()->recipe()->fingerprint());
   }
@@ -43,10 +44,10 @@ void check_deferred_init_agrees(const nn::StateDict& entries, Communicator& comm
   for (size_t r = 1; r < prints.size(); ++r)
     if (prints[r] != prints[0]) differing += fmt::format("{}{}", differing.empty() ? "" : ", ", r);
   if (!differing.empty())
-    throw Error(fmt::format("{}: the deferred-init parameters of rank(s) {} differ from rank 0's (another seed, "
-                            "model or init order?). Under accel::DeferredInit nothing is broadcast: each rank "
-                            "materialises its own slice from its own recipe, so every rank must build the model "
-                            "from the same seed",
+    throw Error(fmt::format("{}: the parameters of rank(s) {} differ from rank 0's in their names or their "
+                            "deferred-init recipes (another seed, model or init order?). Under accel::DeferredInit "
+                            "nothing is broadcast: each rank materialises its own slice from its own recipe, so "
+                            "every rank must build the model from the same seed",
                             who, differing));
 }
 

@@ -12,8 +12,9 @@ namespace accel {
 
 // The entries that are not meta tensors: the ones rank 0's values can be broadcast for.
 nn::StateDict materialised_entries(const nn::StateDict& entries);
-// Collective: throws on every rank, naming the ranks and who, when some rank's meta entries (their
-// names, shapes and recorded initialisers with their Philox positions) differ from rank 0's.
+// Collective (one all-gather of a fingerprint per rank): throws on every rank, naming the ranks and
+// who, when some rank's entries differ from rank 0's in their names, in which are meta, or in a meta
+// entry's recorded initialisers (regions, formulas, Philox positions).
 void check_deferred_init_agrees(const nn::StateDict& entries, Communicator& comm, const std::string& who);
 
 }  // namespace accel

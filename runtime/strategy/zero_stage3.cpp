@@ -26,9 +26,10 @@ void ZeroStage3::prepare_model(nn::Module& model) {
   for (const auto& u : units_)
     if (u->model == &model) throw Error("Accelerator::prepare: this model was prepared already");
   model.to(device());
-  // Every rank starts from rank 0's values; deferred-init parameters from their recipes, which agree.
-  broadcast_from_main(materialised_entries(model.named_parameters()));
+  // Every rank starts from rank 0's values; deferred-init parameters from their recipes, which must
+  // agree (checked first, so that no rank broadcasts what another materialises).
   check_deferred_init_agrees(model.named_parameters(), comm(), name());
+  broadcast_from_main(materialised_entries(model.named_parameters()));
   broadcast_from_main(model.named_buffers());
   const std::vector<WrappedUnit> wrapped = auto_wrap_units(model, auto_wrap_);
   if (wrapped.empty()) throw Error("Accelerator::prepare: under ZeRO the model must have parameters");

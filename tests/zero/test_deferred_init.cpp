@@ -71,13 +71,16 @@ TEST_CASE("20 steps from a deferred-init model equal the normally initialised ru
       CHECK(deferred.weights == normal.weights);
     }
   }
-  // And FSDP's FULL_SHARD with accumulation.
-  ZeroSpec spec{.zero_stage = 3, .fsdp = true, .accumulation_steps = 2};
-  const ZeroRun normal = train_zero(spec, 8);
-  spec.deferred_init = true;
-  const ZeroRun deferred = train_zero(spec, 8);
-  CHECK(deferred.losses == normal.losses);
-  CHECK(deferred.weights == normal.weights);
+  // And FSDP's FULL_SHARD with accumulation, and under bf16 (f32 master shards).
+  for (const char* precision : {"no", "bf16"}) {
+    INFO("rank ", world()->rank(), " of ", world()->size(), ", FSDP, accumulation 2, ", precision);
+    ZeroSpec spec{.zero_stage = 3, .fsdp = true, .accumulation_steps = 2, .mixed_precision = precision};
+    const ZeroRun normal = train_zero(spec, 8);
+    spec.deferred_init = true;
+    const ZeroRun deferred = train_zero(spec, 8);
+    CHECK(deferred.losses == normal.losses);
+    CHECK(deferred.weights == normal.weights);
+  }
 }
 
 TEST_CASE("a GPT built under deferred init with GPTBlock units starts as the normal GPT and trains as it does") {
@@ -171,17 +174,21 @@ TEST_CASE("under deferred init and stage 3 a rank's peak host bytes stay below t
 }
 
 TEST_CASE("ranks whose deferred-init models differ are refused on every rank, naming them") {
-  Accelerator accelerator(stage3_options(true));
-  std::shared_ptr<nn::Sequential> model;
-  {
-    DeferredInit deferred;
-    model = make_odd_mlp(world()->rank() == 1 ? 12 : 11);  // rank 1 used another seed
+  // Rank 1 used another seed, or built its model normally while the others deferred it.
+  for (const bool rank1_deferred : {true, false}) {
+    INFO("rank ", world()->rank(), ", rank 1 deferred: ", rank1_deferred);
+    Accelerator accelerator(stage3_options(true));
+    std::shared_ptr<nn::Sequential> model;
+    {
+      DeferredInit deferred(world()->rank() != 1 || rank1_deferred);
+      model = make_odd_mlp(world()->rank() == 1 && rank1_deferred ? 12 : 11);
+    }
+    const std::string error = test_support::error_of([&] { (void)accelerator.prepare(model); });
+    CHECK(error ==
+        "zero_3: the parameters of rank(s) 1 differ from rank 0's in their names or their deferred-init recipes "
+        "(another seed, model or init order?). Under accel::DeferredInit nothing is broadcast: each rank "
+        "materialises its own slice from its own recipe, so every rank must build the model from the same seed");
   }
-  const std::string error = test_support::error_of([&] { (void)accelerator.prepare(model); });
-  CHECK(error ==
-        "zero_3: the deferred-init parameters of rank(s) 1 differ from rank 0's (another seed, model or init "
-        "order?). Under accel::DeferredInit nothing is broadcast: each rank materialises its own slice from its own "
-        "recipe, so every rank must build the model from the same seed");
 }
 
 TEST_CASE("a deferred-init parameter that no initialiser wrote is refused on every rank under stage 3") {
