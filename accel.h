@@ -83,4 +83,5 @@
 #include "runtime/strategy/zero_auto_wrap.h"
 #include "runtime/strategy/zero_stage12.h"
 #include "runtime/strategy/zero_stage3.h"
+#include "runtime/strategy/zero_hybrid_shard.h"
 #include "runtime/strategy/strategy.h"

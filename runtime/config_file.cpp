@@ -112,6 +112,9 @@ const std::map<std::string, Setter>& setters() {
          if (!text.empty()) as_named(s, "fsdp_sharding_strategy", v, kShardingStrategyNames);
          c.fsdp_sharding_strategy = text;
        }},
+      {"fsdp_hybrid_shard_size", [](ConfigFile& c, const std::string& s, const YAML::Node& v) {
+         c.fsdp_hybrid_shard_size = as_int(s, "fsdp_hybrid_shard_size", v, 0, kMaxProcesses);
+       }},
       {"log_with", [](ConfigFile& c, const std::string& s, const YAML::Node& v) { c.log_with = as_tracker_list(s, "log_with", v); }},
       {"debug", [](ConfigFile& c, const std::string& s, const YAML::Node& v) { c.debug = as_bool(s, "debug", v); }},
       {"timeout", [](ConfigFile& c, const std::string& s, const YAML::Node& v) { c.timeout = as_int(s, "timeout", v, 1, kMaxTimeoutSeconds); }},
@@ -188,6 +191,13 @@ void validate_config(const ConfigFile& c, const std::string& source) {
     throw Error(fmt::format("{}: use_cpu true contradicts backend 'nccl' (NCCL needs GPUs)", source));
   if (c.num_processes % c.tp_size != 0)
     throw Error(fmt::format("{}: tp_size {} does not divide num_processes {}", source, c.tp_size, c.num_processes));
+  if (c.fsdp_hybrid_shard_size != 0 && c.fsdp_sharding_strategy != "HYBRID_SHARD")
+    throw Error(fmt::format("{}: fsdp_hybrid_shard_size {} is for fsdp_sharding_strategy HYBRID_SHARD, but that is "
+                            "'{}'",
+                            source, c.fsdp_hybrid_shard_size, c.fsdp_sharding_strategy));
+  if (c.fsdp_hybrid_shard_size != 0 && c.num_processes % c.fsdp_hybrid_shard_size != 0)
+    throw Error(fmt::format("{}: fsdp_hybrid_shard_size {} does not divide num_processes {}", source,
+                            c.fsdp_hybrid_shard_size, c.num_processes));
   if (c.zero_stage != 0 && !c.fsdp_sharding_strategy.empty())
     throw Error(fmt::format("{}: zero_stage {} and fsdp_sharding_strategy {} are two ways to shard; give one", source,
                             c.zero_stage, c.fsdp_sharding_strategy));
@@ -245,9 +255,11 @@ std::string to_yaml(const ConfigFile& c) {
       "use_cpu: {}\n"
       "# Gradient all-reduce: auto (nccl on GPUs, else mpi), mpi, ring, nccl.\n"
       "backend: {}\n"
-      "# Sharded data parallelism, one of the two: ZeRO stage 1-3 (0: none), or FULL_SHARD, SHARD_GRAD_OP, NO_SHARD.\n"
+      "# Sharded data parallelism, one of the two: ZeRO stage 1-3 (0: none), or FULL_SHARD, SHARD_GRAD_OP, NO_SHARD,\n"
+      "# HYBRID_SHARD (FULL_SHARD within groups of fsdp_hybrid_shard_size ranks, 0: one node's; replicated across them).\n"
       "zero_stage: {}\n"
       "fsdp_sharding_strategy: {}\n"
+      "fsdp_hybrid_shard_size: {}\n"
       "# Tensor parallelism: ranks per group sharing each layer (1: none); it divides num_processes.\n"
       "tp_size: {}\n"
       "# Trackers of logged values (docs/tracking.md): jsonl, csv, tensorboard, all.\n"
@@ -267,7 +279,8 @@ std::string to_yaml(const ConfigFile& c) {
       "fp8_include_first_last: {}\n",
       c.environment, c.num_machines, c.num_processes, c.machine_rank, yaml_quoted(c.main_process_ip),
       c.main_process_port, yaml_quoted(c.hostfile), name_of(c.mixed_precision), c.gradient_accumulation_steps,
-      c.use_cpu ? "true" : "false", name_of(c.backend), c.zero_stage, yaml_quoted(c.fsdp_sharding_strategy), c.tp_size,
+      c.use_cpu ? "true" : "false", name_of(c.backend), c.zero_stage, yaml_quoted(c.fsdp_sharding_strategy),
+      c.fsdp_hybrid_shard_size, c.tp_size,
       fmt::join(c.log_with, ", "), c.sanity_check ? "true" : "false", c.debug ? "true" : "false", c.timeout,
       name_in(fp8::kFormatNames, c.fp8_format), c.fp8_margin, c.fp8_amax_history_len,
       name_in(fp8::kAmaxAlgorithmNames, c.fp8_amax_compute_algo), c.fp8_include_first_last ? "true" : "false");

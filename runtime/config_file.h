@@ -46,9 +46,11 @@ struct ConfigFile {
   bool use_cpu = false;
   Backend backend = Backend::automatic;
   // Sharded data parallelism (docs/zero.md), at most one of the two: a ZeRO stage 1-3 (0: none), or
-  // an FSDP sharding strategy (FULL_SHARD, SHARD_GRAD_OP, NO_SHARD; "": none).
+  // an FSDP sharding strategy (FULL_SHARD, SHARD_GRAD_OP, NO_SHARD, HYBRID_SHARD; "": none).
   int zero_stage = 0;
   std::string fsdp_sharding_strategy;
+  // HYBRID_SHARD's ranks per shard group (0: the ranks of one node); HYBRID_SHARD only.
+  int fsdp_hybrid_shard_size = 0;
   // Ranks per tensor-parallel group (docs/tensor_parallel.md); 1: none.
   int tp_size = 1;
   // Trackers (docs/tracking.md): jsonl, csv, tensorboard or all; empty: none.

@@ -167,16 +167,39 @@ void resolve_sharding(const AcceleratorOptions& o, const Env& env, const std::op
     s.sharding_via = "fsdp";
   }
   if (fsdp) {
-    if (!available_in(kShardingStrategyNames, *fsdp))
-      throw Error(fmt::format("Accelerator: fsdp sharding_strategy {} from {} needs a DeviceMesh (shard within a "
-                              "node, replicate across nodes), which accel does not build yet; expected {}",
-                              name_of(*fsdp), source, available_choices(kShardingStrategyNames)));
     text = std::to_string(zero_stage_of(*fsdp));
+    s.hybrid_shard = *fsdp == ShardingStrategy::hybrid_shard;
   }
   const std::optional<int> stage = parse_zero_stage(text);
   if (!stage)
     throw Error(fmt::format("Accelerator: zero_stage '{}' from {} is not valid; expected 0, 1, 2 or 3", text, source));
   s.zero_stage = {*stage, fsdp ? fmt::format("{}, sharding_strategy {}", source, name_of(*fsdp)) : source};
+}
+
+std::optional<int> parse_non_negative_int(const std::string& s) {
+  if (s == "0") return 0;
+  return parse_positive_int(s);
+}
+
+// HYBRID_SHARD's ranks per shard group: FSDPPlugin's hybrid_shard_size (0 there: not given), else
+// ACCEL_FSDP_HYBRID_SHARD_SIZE, else the config file's, else 0 (one node's ranks). Given for another
+// strategy it is an error naming both.
+void resolve_hybrid_shard_size(const AcceleratorOptions& o, const Env& env, const std::optional<ConfigFile>& file,
+                               EffectiveSettings& s) {
+  const bool in_code = o.fsdp_plugin && o.fsdp_plugin->hybrid_shard_size != 0;
+  const bool in_file = file && file->fsdp_hybrid_shard_size != 0;
+  s.hybrid_shard_size = resolve<int>(
+      {"hybrid_shard_size", "ACCEL_FSDP_HYBRID_SHARD_SIZE",
+       in_code ? std::optional(std::to_string(o.fsdp_plugin->hybrid_shard_size)) : std::nullopt,
+       in_file ? std::optional(std::to_string(file->fsdp_hybrid_shard_size)) : std::nullopt, "0",
+       parse_non_negative_int, "an integer >= 0 (ranks per HYBRID_SHARD shard group; 0: the ranks of one node)"},
+      env);
+  if (s.hybrid_shard_size.value != 0 && !s.hybrid_shard)
+    throw Error(fmt::format("Accelerator: hybrid_shard_size {} ({}) is for sharding_strategy HYBRID_SHARD, but the "
+                            "sharding is zero_stage {} ({}); give sharding_strategy HYBRID_SHARD or leave "
+                            "hybrid_shard_size out",
+                            s.hybrid_shard_size.value, s.hybrid_shard_size.source, s.zero_stage.value,
+                            s.zero_stage.source));
 }
 
 // DeepSpeedPlugin's gradient_accumulation_steps stands for the option in code; both, differently, is
@@ -214,11 +237,6 @@ void resolve_trackers(const AcceleratorOptions& o, const Env& env, const std::op
       env);
   for (const TrackerChoice& choice : o.log_with)
     if (choice.tracker()) s.user_trackers.push_back(choice.tracker()->name());
-}
-
-std::optional<int> parse_non_negative_int(const std::string& s) {
-  if (s == "0") return 0;
-  return parse_positive_int(s);
 }
 
 // Each field from the recipe in code (whole), else its ACCEL_FP8_* variable, the config file, TE's default.
@@ -281,6 +299,13 @@ std::string describe_trackers(const EffectiveSettings& s) {
   return fmt::format(", log_with={} ({})", fmt::join(names, ","), source);
 }
 
+// ", hybrid_shard_size=2 (code)" under HYBRID_SHARD, else nothing.
+std::string describe_hybrid_shard(const EffectiveSettings& s) {
+  if (!s.hybrid_shard) return "";
+  const int size = s.hybrid_shard_size.value;
+  return fmt::format(", hybrid_shard_size={} ({})", size == 0 ? "node" : std::to_string(size), s.hybrid_shard_size.source);
+}
+
 }  // namespace
 
 fp8::RecipeOptions Fp8RecipeSettings::recipe() const {
@@ -316,7 +341,8 @@ std::string EffectiveSettings::describe() const {
       check.value ? fmt::format(", check=true ({})", check.source) : "",
       trace_dir.value.empty() ? "" : fmt::format(", trace={} ({})", trace_dir.value, trace_dir.source),
       mixed_precision.value == MixedPrecision::fp8 ? fmt::format(", fp8_recipe={}", fp8.describe()) : "",
-      zero_stage.value == 0 ? "" : fmt::format(", zero_stage={} ({})", zero_stage.value, zero_stage.source),
+      zero_stage.value == 0 ? "" : fmt::format(", zero_stage={} ({}){}", zero_stage.value, zero_stage.source,
+                                               describe_hybrid_shard(*this)),
       tp_size.value == 1 ? "" : fmt::format(", tp_size={} ({})", tp_size.value, tp_size.source),
       describe_trackers(*this),
       config_path.empty() ? "" : fmt::format(", config file {}", config_path));
@@ -389,6 +415,7 @@ EffectiveSettings resolve_settings(const AcceleratorOptions& o, const Env& env) 
       env);
   resolve_fp8(o, env, file, s);
   resolve_sharding(o, env, file, s);
+  resolve_hybrid_shard_size(o, env, file, s);
   const std::optional<ParallelismConfig>& parallel = o.parallelism_config;
   if (parallel && parallel->dp_size < 0)
     throw Error(fmt::format("Accelerator: ParallelismConfig dp_size {} must be 0 (the world / tp_size) or positive",

@@ -172,6 +172,10 @@ struct EffectiveSettings {
   std::string sharding_via;  // "deepspeed", "fsdp", or "" with neither
   AutoWrapPolicy auto_wrap;  // FSDP's units (stage 3)
   bool reshard_after_forward = true;
+  // FSDP's HYBRID_SHARD: stage 3 within each shard group, replicated across the groups; and its ranks
+  // per shard group (0: the ranks of one node).
+  bool hybrid_shard = false;
+  Setting<int> hybrid_shard_size;
   // Ranks per tensor-parallel group (1: none), and the data-parallel replicas asked for in code (0:
   // the world size / tp_size, known once the ranks are up).
   Setting<int> tp_size;

@@ -17,14 +17,14 @@ enum class ShardingStrategy : uint8_t {
   full_shard = 0,     // parameters, grads and optimizer state sharded: ZeRO stage 3
   shard_grad_op = 1,  // grads and optimizer state sharded: ZeRO stage 2
   no_shard = 2,       // plain data parallel: ZeRO stage 0
-  hybrid_shard = 3,   // full_shard within a node, replicated across nodes (needs a DeviceMesh)
+  hybrid_shard = 3,   // full_shard within a shard group (a node), replicated across the groups
 };
 
 inline constexpr std::array<NamedValue<ShardingStrategy>, 4> kShardingStrategyNames{{
     {ShardingStrategy::full_shard, "FULL_SHARD"},
     {ShardingStrategy::shard_grad_op, "SHARD_GRAD_OP"},
     {ShardingStrategy::no_shard, "NO_SHARD"},
-    {ShardingStrategy::hybrid_shard, "HYBRID_SHARD", false},  // known, not built yet
+    {ShardingStrategy::hybrid_shard, "HYBRID_SHARD"},
 }};
 
 constexpr const char* name_of(ShardingStrategy value) { return name_in(kShardingStrategyNames, value); }
@@ -54,10 +54,14 @@ struct FSDPPlugin {
   // Free a unit's gathered parameters after its forward (gathered again in backward); false keeps
   // them until its backward is done.
   bool reshard_after_forward = true;
+  // HYBRID_SHARD only: ranks per shard group, the inner dim of its {dp_replicate, dp_shard} mesh; it
+  // must divide the world size (ACCEL_FSDP_HYBRID_SHARD_SIZE, the config file's
+  // fsdp_hybrid_shard_size). 0: the ranks of one node, which needs more than one node.
+  int hybrid_shard_size = 0;
 };
 
 // The ZeRO stage a sharding strategy means: FULL_SHARD 3, SHARD_GRAD_OP 2, NO_SHARD 0 (HYBRID_SHARD 3,
-// over a mesh).
+// within each shard group of its mesh).
 constexpr int zero_stage_of(ShardingStrategy s) {
   return s == ShardingStrategy::shard_grad_op ? 2 : s == ShardingStrategy::no_shard ? 0 : 3;
 }

@@ -22,8 +22,9 @@ int64_t now_ns() {
 }  // namespace
 
 const char* kind_name(Kind kind) {
-  static constexpr const char* kNames[kKinds] = {"matmul", "attention", "layer_norm", "gelu", "cross_entropy",
-                                                 "optimizer"};
+  static constexpr const char* kNames[kKinds] = {"matmul",    "attention", "layer_norm", "gelu",
+                                                 "cross_entropy", "optimizer", "embedding", "grad_norm",
+                                                 "copy_fill", "elementwise", "reduce"};
   return kNames[static_cast<int>(kind)];
 }
 

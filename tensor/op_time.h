@@ -1,6 +1,7 @@
 // Where a CPU training step spends its time: wall time and calls per kind of op (matmuls, attention,
-// layer_norm, gelu, cross-entropy, the optimizer's update), for a step's per-op table (train_gpt2
-// --profile_ops). Off unless started; when off a scope costs one relaxed atomic load.
+// layer_norm, gelu, cross-entropy, the optimizer's update, and the smaller kinds that make up the
+// rest), for a step's per-op table (train_gpt2 --profile_ops). Off unless started; when off a scope
+// costs one relaxed atomic load.
 #pragma once
 
 #include <array>
@@ -8,8 +9,20 @@
 
 namespace accel::op_time {
 
-enum class Kind { matmul, attention, layer_norm, gelu, cross_entropy, optimizer };
-inline constexpr int kKinds = 6;
+enum class Kind {
+  matmul,
+  attention,
+  layer_norm,
+  gelu,
+  cross_entropy,
+  optimizer,
+  embedding,    // lookups and their backward (the scatter into the table's grad)
+  grad_norm,    // the sum behind clip_grad_norm
+  copy_fill,    // copies (contiguous, clone, dtype casts, view backward) and fills (zeros)
+  elementwise,  // the other element-wise ops: residual adds, scales, grad accumulation
+  reduce,       // sums over dims (bias grads)
+};
+inline constexpr int kKinds = 11;
 const char* kind_name(Kind kind);  // "matmul", "attention", ...
 
 // Zeroes the totals and starts counting; stop() ends it (the totals stay readable).

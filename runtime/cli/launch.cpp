@@ -32,6 +32,8 @@ std::vector<std::pair<std::string, std::string>> settings_environment(const Conf
   // Only when asked for, so a plain launch's line stays as it was.
   if (c.zero_stage != 0) out.emplace_back("ACCEL_ZERO_STAGE", std::to_string(c.zero_stage));
   if (!c.fsdp_sharding_strategy.empty()) out.emplace_back("ACCEL_FSDP_SHARDING_STRATEGY", c.fsdp_sharding_strategy);
+  if (c.fsdp_hybrid_shard_size != 0)
+    out.emplace_back("ACCEL_FSDP_HYBRID_SHARD_SIZE", std::to_string(c.fsdp_hybrid_shard_size));
   if (c.tp_size != 1) out.emplace_back("ACCEL_TP_SIZE", std::to_string(c.tp_size));
   if (!c.log_with.empty()) out.emplace_back("ACCEL_LOG_WITH", fmt::format("{}", fmt::join(c.log_with, ",")));
   if (c.debug) out.emplace_back("ACCEL_DEBUG", "1");

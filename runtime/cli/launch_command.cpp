@@ -57,6 +57,10 @@ LaunchCommand::LaunchCommand(CLI::App& app) {
   launch_->add_option("--fsdp_sharding_strategy", fsdp_strategy_,
                       "With --use_fsdp: " + available_choices(kShardingStrategyNames) + " (default FULL_SHARD)")
       ->check(CLI::IsMember(available_names(kShardingStrategyNames)));
+  launch_->add_option("--fsdp_hybrid_shard_size", hybrid_shard_size_,
+                      "With --fsdp_sharding_strategy HYBRID_SHARD: ranks per shard group, dividing the process "
+                      "count (default: the ranks of one machine)")
+      ->check(CLI::NonNegativeNumber);
   // Accelerate's ParallelismConfig field, under the flag name its launcher takes too.
   launch_->add_option("--tp_size,--parallelism_config_tp_size", tp_size_,
                       "Tensor parallelism: ranks per group sharing each layer; divides the process count "
@@ -98,11 +102,23 @@ void LaunchCommand::apply_sharding_flags(ConfigFile& c) const {
   if (use_deepspeed_) {
     c.zero_stage = zero_stage_ >= 0 ? zero_stage_ : 2;  // DeepSpeedPlugin's default
     c.fsdp_sharding_strategy.clear();
+    c.fsdp_hybrid_shard_size = 0;
   }
   if (use_fsdp_) {
     c.fsdp_sharding_strategy = fsdp_strategy_.empty() ? "FULL_SHARD" : fsdp_strategy_;
     c.zero_stage = 0;
+    if (c.fsdp_sharding_strategy != "HYBRID_SHARD") c.fsdp_hybrid_shard_size = 0;
   }
+  if (hybrid_shard_size_ >= 0) {
+    if (c.fsdp_sharding_strategy != "HYBRID_SHARD")
+      throw Error(fmt::format("accel launch: --fsdp_hybrid_shard_size {} needs --use_fsdp --fsdp_sharding_strategy "
+                              "HYBRID_SHARD, but the sharding strategy is '{}'",
+                              hybrid_shard_size_, c.fsdp_sharding_strategy));
+    c.fsdp_hybrid_shard_size = hybrid_shard_size_;
+  }
+  if (c.fsdp_hybrid_shard_size > 0 && c.num_processes % c.fsdp_hybrid_shard_size != 0)
+    throw Error(fmt::format("accel launch: fsdp_hybrid_shard_size {} does not divide the {} processes",
+                            c.fsdp_hybrid_shard_size, c.num_processes));
 }
 
 LaunchRequest LaunchCommand::request(const std::vector<std::string>& after_separator,

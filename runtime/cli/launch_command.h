@@ -21,7 +21,8 @@ class LaunchCommand {
   bool dry_run() const { return dry_run_; }
 
  private:
-  // --use_deepspeed / --zero_stage and --use_fsdp / --fsdp_sharding_strategy, over the config file's.
+  // --use_deepspeed / --zero_stage and --use_fsdp / --fsdp_sharding_strategy / --fsdp_hybrid_shard_size,
+  // over the config file's.
   void apply_sharding_flags(ConfigFile& config) const;
   // --main_process_port over the config file's; 0 picks a free port (on machine 0 only).
   void apply_port(LaunchRequest& request) const;
@@ -40,6 +41,7 @@ class LaunchCommand {
   bool multi_gpu_ = false, module_ = false, quiet_ = false, debug_ = false, check_ = false;
   std::string trace_dir_;
   int zero_stage_ = -1;
+  int hybrid_shard_size_ = -1;  // --fsdp_hybrid_shard_size; -1: not given
   int tp_size_ = 0;
 };
 

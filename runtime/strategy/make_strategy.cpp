@@ -9,6 +9,7 @@
 #include "runtime/strategy/data_parallel.h"
 #include "runtime/strategy/single_device.h"
 #include "runtime/strategy/tensor_parallel.h"
+#include "runtime/strategy/zero_hybrid_shard.h"
 #include "runtime/strategy/zero_stage12.h"
 #include "runtime/strategy/zero_stage3.h"
 
@@ -20,6 +21,9 @@ std::unique_ptr<Strategy> make_strategy(const Environment& env, const EffectiveS
   if (env.world_size() % tp_size != 0)
     throw Error(fmt::format("Accelerator: tp_size {} ({}) does not divide the world size {}", tp_size,
                             settings.tp_size.source, env.world_size()));
+  // HYBRID_SHARD with tp_size > 1 is refused below as any ZeRO stage with tensor parallelism is.
+  const int hybrid_shard_size = settings.hybrid_shard_size.value;
+  if (settings.hybrid_shard) check_hybrid_shard_size(hybrid_shard_size, settings.hybrid_shard_size.source, env.world_size());
   if (tp_size > 1 && settings.zero_stage.value != 0)
     throw Error(fmt::format("Accelerator: tp_size {} ({}) with zero_stage {} ({}): ZeRO over the data-parallel "
                             "ranks of a tensor-parallel model is not built yet; give one of them",
@@ -37,6 +41,11 @@ std::unique_ptr<Strategy> make_strategy(const Environment& env, const EffectiveS
   if (stage == 1 || stage == 2)
     return std::make_unique<ZeroStage12>(stage, env.device(), env.grads_comm().dup(), policy.grad_comm,
                                          options.bucket_cap_bytes);
+  if (settings.hybrid_shard)
+    return make_hybrid_shard(env.device(),
+                             make_hybrid_mesh(env.grads_comm(), env.process(), hybrid_shard_size,
+                                              settings.hybrid_shard_size.source),
+                             policy.grad_comm, settings.auto_wrap, settings.reshard_after_forward);
   return std::make_unique<ZeroStage3>(env.device(), env.grads_comm().dup(), policy.grad_comm, settings.auto_wrap,
                                       settings.reshard_after_forward);
 }

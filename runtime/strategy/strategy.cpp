@@ -10,8 +10,7 @@
 #include "autograd/grad_mode.h"
 #include "collective/communicator.h"
 #include "tensor/nograd/copy.h"
-#include "tensor/nograd/elementwise.h"
-#include "tensor/nograd/reduce.h"
+#include "tensor/nograd/optim_ops.h"
 #include "tensor/nograd/views.h"
 
 namespace accel {
@@ -43,16 +42,7 @@ std::vector<Tensor> Strategy::local_grads(const std::vector<Tensor>& params) con
 }
 
 double Strategy::norm_power(const std::vector<Tensor>& grads, double norm_type) {
-  const bool inf = std::isinf(norm_type) && norm_type > 0;
-  NoGradGuard no_grad;
-  // Accumulated in f64 so the norm of a large model does not lose digits.
-  double total = 0;
-  for (const Tensor& g : grads) {
-    const Tensor a = nograd::abs(nograd::to_dtype(g, DType::f64));
-    if (inf) total = std::max(total, nograd::max(a).item());
-    else total += nograd::sum(norm_type == 2.0 ? nograd::mul(a, a) : nograd::pow(a, norm_type)).item();
-  }
-  return total;
+  return nograd::grad_norm_power(grads, norm_type);
 }
 
 double Strategy::grad_norm(const std::vector<Tensor>& params, double norm_type) const {

@@ -31,7 +31,9 @@ struct ZeroEvent {
   bool operator==(const ZeroEvent&) const = default;
 };
 
-class ZeroStage3 final : public ZeroStrategy {
+// Not final: HybridShard (zero_hybrid_shard.h) is this over a shard group, plus an all-reduce of the
+// shard grads across the replicas.
+class ZeroStage3 : public ZeroStrategy {
  public:
   ZeroStage3(Device device, std::shared_ptr<Communicator> comm, DType comm_dtype, AutoWrapPolicy auto_wrap,
              bool reshard_after_forward);

@@ -76,8 +76,8 @@ class ZeroStrategy : public Strategy {
 
   Communicator& comm() const { return *comm_; }
   Device device() const { return device_; }
-  // Every rank takes rank 0's values.
-  void broadcast_from_main(const nn::StateDict& entries) const;
+  // Every rank takes rank 0's values (virtual: a hybrid mesh broadcasts across its replicas too).
+  virtual void broadcast_from_main(const nn::StateDict& entries) const;
   // Adds a unit of model over params; stage 3 passes a shard of its own (see Unit::shard).
   Unit& add_unit(const nn::Module& model, const std::string& name, const nn::StateDict& params);
   // Starts averaging flat_grad (a flat tensor of the unit's layout) across the ranks, each rank

@@ -6,10 +6,12 @@
 
 #include "tensor/cpu/convert.h"
 #include "tensor/cpu/loop.h"
+#include "tensor/op_time.h"
 
 namespace accel::cpu {
 
 void copy(const Tensor& dst, const Tensor& src) {
+  const op_time::Scope timed(op_time::Kind::copy_fill);
   const Strides src_strides = broadcast_strides(src.shape(), src.strides(), dst.shape());
   dispatch_all(dst.dtype(), "copy_", [&]<class D>() {
     dispatch_all(src.dtype(), "copy_", [&]<class S>() {

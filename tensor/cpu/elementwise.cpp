@@ -1,7 +1,6 @@
 // CPU elementwise ops: each op enum is turned into a template so the per-element math inlines.
 #include "tensor/cpu/elementwise.h"
 
-#include <optional>
 
 #include "tensor/cpu/map.h"
 #include "tensor/cpu/vec_math.h"
@@ -54,6 +53,7 @@ void with_op(CompareOp op, F&& f) {
 }  // namespace
 
 void binary(BinaryOp op, const Tensor& out, const Tensor& a, const Tensor& b) {
+  const op_time::Scope timed(op_time::Kind::elementwise);
   dispatch_numeric(out.dtype(), op_name(op), [&]<class T>() {
     with_op(op, [&]<BinaryOp Op>() {
       if constexpr (needs_floating(Op) && !std::is_floating_point_v<compute_t<T>>)
@@ -65,8 +65,7 @@ void binary(BinaryOp op, const Tensor& out, const Tensor& a, const Tensor& b) {
 }
 
 void unary(UnaryOp op, const Tensor& out, const Tensor& in) {
-  std::optional<op_time::Scope> timed;  // only gelu is one of the table's kinds
-  if (op == UnaryOp::gelu) timed.emplace(op_time::Kind::gelu);
+  const op_time::Scope timed(op == UnaryOp::gelu ? op_time::Kind::gelu : op_time::Kind::elementwise);
   dispatch_numeric(out.dtype(), op_name(op), [&]<class T>() {
     with_op(op, [&]<UnaryOp Op>() {
       if constexpr (needs_floating(Op) && !std::is_floating_point_v<compute_t<T>>) {
@@ -156,6 +155,7 @@ void relu_backward(const Tensor& out, const Tensor& grad, const Tensor& y) {
 }
 
 void add_scaled(const Tensor& self, const Tensor& other, double alpha) {
+  const op_time::Scope timed(op_time::Kind::elementwise);
   dispatch_numeric(self.dtype(), "add_", [&]<class T>() {
     using C = compute_t<T>;
     const C a = static_cast<C>(alpha);
@@ -164,6 +164,7 @@ void add_scaled(const Tensor& self, const Tensor& other, double alpha) {
 }
 
 void scale(const Tensor& self, double value) {
+  const op_time::Scope timed(op_time::Kind::elementwise);
   dispatch_numeric(self.dtype(), "mul_", [&]<class T>() {
     using C = compute_t<T>;
     const C v = static_cast<C>(value);
@@ -172,6 +173,7 @@ void scale(const Tensor& self, double value) {
 }
 
 void fill(const Tensor& self, double value) {
+  const op_time::Scope timed(op_time::Kind::copy_fill);
   dispatch_all(self.dtype(), "fill_", [&]<class T>() {
     const T v = convert<T>(value);
     map<T>(self, [v]() { return v; });

@@ -8,10 +8,12 @@
 #include "tensor/cpu/index_check.h"
 #include "tensor/cpu/loop.h"
 #include "tensor/cpu/map.h"
+#include "tensor/op_time.h"
 
 namespace accel::cpu {
 
 void embedding(const Tensor& out, const Tensor& weight, const Tensor& indices) {
+  const op_time::Scope timed(op_time::Kind::embedding);
   const int64_t rows = weight.shape()[0], dim = weight.shape()[1], n = indices.numel();
   const size_t row_bytes = static_cast<size_t>(dim) * dtype_size(weight.dtype());
   const char* src = static_cast<const char*>(weight.data_ptr());
@@ -26,6 +28,7 @@ void embedding(const Tensor& out, const Tensor& weight, const Tensor& indices) {
 }
 
 void embedding_backward(const Tensor& grad_weight, const Tensor& grad_out, const Tensor& indices) {
+  const op_time::Scope timed(op_time::Kind::embedding);
   const int64_t rows = grad_weight.shape()[0], dim = grad_weight.shape()[1], n = indices.numel();
   dispatch_index(indices.dtype(), "embedding_backward", [&]<class I>() {
     const I* idx = static_cast<const I*>(indices.data_ptr());

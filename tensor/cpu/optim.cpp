@@ -2,9 +2,14 @@
 // the shared math of kernels/optim_math.h in the compute type, and stored once.
 #include "tensor/cpu/optim.h"
 
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
 #include "kernels/optim_math.h"
 #include "tensor/cpu/loop.h"
 #include "tensor/cpu/map.h"
+#include "tensor/cpu/row_sum.h"
 #include "tensor/nograd/optim_ops.h"
 #include "tensor/op_time.h"
 
@@ -71,6 +76,60 @@ bool unscale_and_check_(const std::vector<Tensor>& grads, double inv_scale) {
     });
   }
   return !all_finite;
+}
+
+namespace {
+
+// Elements per block of the norm's sum: the blocks are summed apart (in parallel) and then in order.
+constexpr int64_t kNormBlock = int64_t{1} << 15;
+
+// The largest |x| of x[begin, end), NaN when one is NaN.
+template <class T>
+double max_abs(const T* x, int64_t begin, int64_t end) {
+  double m = 0;
+  for (int64_t i = begin; i < end; ++i) {
+    const double a = std::abs(static_cast<double>(load(x[i])));
+    m = (a > m || std::isnan(a)) && !std::isnan(m) ? a : m;
+  }
+  return m;
+}
+
+template <class T>
+double block_power_sum(const T* x, int64_t begin, int64_t end, double norm_type) {
+  if (norm_type == 2.0)
+    return row_sums<1, double>(begin, end, [&](int64_t i) {
+      const double v = load(x[i]);
+      return std::array<double, 1>{v * v};
+    })[0];
+  return row_sums<1, double>(begin, end, [&](int64_t i) {
+    return std::array<double, 1>{std::pow(std::abs(static_cast<double>(load(x[i]))), norm_type)};
+  })[0];
+}
+
+}  // namespace
+
+double grad_norm_power(const std::vector<Tensor>& grads, double norm_type) {
+  const op_time::Scope timed(op_time::Kind::grad_norm);
+  const bool inf = std::isinf(norm_type);
+  double total = 0;
+  for (const Tensor& grad : grads) {
+    dispatch_floating(grad.dtype(), "grad_norm_power", [&]<class T>() {
+      const T* x = static_cast<const T*>(grad.data_ptr());
+      const int64_t n = grad.numel(), blocks = (n + kNormBlock - 1) / kNormBlock;
+      std::vector<double> parts(static_cast<size_t>(blocks));
+#pragma omp parallel for schedule(static) if (n > kParallelGrain)
+      for (int64_t b = 0; b < blocks; ++b) {
+        const int64_t begin = b * kNormBlock, end = std::min(n, begin + kNormBlock);
+        parts[b] = inf ? max_abs(x, begin, end) : block_power_sum(x, begin, end, norm_type);
+      }
+      for (double part : parts) {
+        if (!inf) total += part;
+        else if (std::isnan(part) || std::isnan(total)) total = std::numeric_limits<double>::quiet_NaN();
+        else total = std::max(total, part);
+      }
+    });
+  }
+  return total;
 }
 
 }  // namespace accel::cpu

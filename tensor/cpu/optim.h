@@ -1,5 +1,5 @@
 // CPU fused optimizer updates and the loss scaler's unscale: one pass over each tensor's elements,
-// in place.
+// in place; and the gradient norm's sum, one read of each.
 #pragma once
 
 #include <vector>
@@ -17,5 +17,7 @@ void adamw_step_(const std::vector<Tensor>& params, const std::vector<Tensor>& g
                  const nograd::AdamWConfig& config, int64_t step);
 // grads are contiguous and floating; returns true when some element was inf or NaN (before scaling).
 bool unscale_and_check_(const std::vector<Tensor>& grads, double inv_scale);
+// grads are contiguous and floating; see nograd::grad_norm_power.
+double grad_norm_power(const std::vector<Tensor>& grads, double norm_type);
 
 }  // namespace accel::cpu

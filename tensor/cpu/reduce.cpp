@@ -6,6 +6,7 @@
 
 #include "tensor/cpu/convert.h"
 #include "tensor/cpu/map.h"
+#include "tensor/op_time.h"
 
 namespace accel::cpu {
 
@@ -51,6 +52,7 @@ void arg_extreme_rows(const char* op, const Tensor& out, const Tensor& in, int64
 }  // namespace
 
 void reduce_rows(ReduceOp op, const Tensor& out, const Tensor& in, int64_t outer, int64_t inner) {
+  const op_time::Scope timed(op_time::Kind::reduce);
   dispatch_all(in.dtype(), "reduce", [&]<class T>() {
     const T* src = static_cast<const T*>(in.data_ptr());
     dispatch_all(out.dtype(), "reduce", [&]<class O>() {
@@ -78,6 +80,7 @@ void reduce_rows(ReduceOp op, const Tensor& out, const Tensor& in, int64_t outer
 }
 
 void reduce_columns(ReduceOp op, const Tensor& out, const Tensor& in, int64_t outer, int64_t size, int64_t inner) {
+  const op_time::Scope timed(op_time::Kind::reduce);
   // A task owns one outer index and a block of columns, whose f64 sums stay in registers or L1
   // while it streams down the reduced dim, reading whole cache lines.
   constexpr int64_t kBlock = 128;

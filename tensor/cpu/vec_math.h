@@ -11,6 +11,7 @@
 #include <type_traits>
 
 #include "kernels/elementwise_math.h"
+#include "tensor/cpu/activation_avx2.h"
 #include "tensor/cpu/activation_avx512.h"
 
 namespace accel::cpu {
@@ -36,7 +37,11 @@ void unary_vector(const C* in, C* out, int64_t n) {
     for (int64_t i = 0; i < n; ++i) out[i] = tanh_f32(in[i]);
 #endif
   } else if constexpr (std::is_same_v<C, float> && Op == UnaryOp::gelu) {
+#if defined(ACCEL_HAVE_ACTIVATION_AVX2) && !defined(ACCEL_HAVE_ACTIVATION_AVX512)
+    avx2::gelu_f32(in, out, n);
+#else
     for (int64_t i = 0; i < n; ++i) out[i] = gelu_f32(in[i]);
+#endif
   } else {
     const ConstVecMap<C> x(in, n);
     VecMap<C> y(out, n);

@@ -8,6 +8,9 @@
 
 #include "tensor/cpu/optim.h"
 #include "tensor/dispatch.h"
+#include "tensor/nograd/copy.h"
+#include "tensor/nograd/elementwise.h"
+#include "tensor/nograd/reduce.h"
 #include "tensor/nograd/views.h"
 
 #if ACCEL_WITH_CUDA
@@ -147,6 +150,38 @@ bool unscale_and_check_(const std::vector<Tensor>& grads, double inv_scale) {
 #else
   throw_no_cuda(op, grads[0].device());
 #endif
+}
+
+double grad_norm_power(const std::vector<Tensor>& grads, double norm_type) {
+  const char* op = "grad_norm_power";
+  const bool inf = std::isinf(norm_type) && norm_type > 0;
+  if (!inf && !(norm_type > 0 && std::isfinite(norm_type)))
+    throw Error(fmt::format("{}: norm_type must be > 0 or inf, got {}", op, norm_type));
+  for (size_t i = 0; i < grads.size(); ++i) {
+    const Tensor& g = grads[i];
+    if (!g.defined()) throw Error(fmt::format("{}: grads[{}] is undefined", op, i));
+    if (!is_floating(g.dtype()))
+      throw Error(fmt::format("{}: grads[{}] is {}, expected a floating dtype (f64, f32, f16, bf16)", op, i,
+                              dtype_name(g.dtype())));
+    if (g.device() != grads[0].device())
+      throw Error(fmt::format("{}: grads[{}] is on {} but grads[0] is on {}", op, i, g.device().str(),
+                              grads[0].device().str()));
+  }
+  if (grads.empty()) return 0.0;
+  if (grads[0].device().is_cpu()) {
+    std::vector<Tensor> dense;
+    dense.reserve(grads.size());
+    for (const Tensor& g : grads) dense.push_back(contiguous(g));
+    return cpu::grad_norm_power(dense, norm_type);
+  }
+  // Accumulated in f64 so the norm of a large model does not lose digits.
+  double total = 0;
+  for (const Tensor& g : grads) {
+    const Tensor a = abs(to_dtype(g, DType::f64));
+    if (inf) total = std::max(total, max(a).item());
+    else total += sum(norm_type == 2.0 ? mul(a, a) : pow(a, norm_type)).item();
+  }
+  return total;
 }
 
 }  // namespace accel::nograd

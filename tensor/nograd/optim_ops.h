@@ -1,5 +1,5 @@
-// Raw fused optimizer updates over lists of tensors, in place, and the loss scaler's unscale step;
-// one pass per tensor on the CPU and one multi-tensor launch on CUDA.
+// Raw fused optimizer updates over lists of tensors, in place, the loss scaler's unscale step and the
+// gradient norm's sum; one pass per tensor on the CPU and one multi-tensor launch on CUDA.
 #pragma once
 
 #include <vector>
@@ -35,5 +35,11 @@ void adamw_step_(const std::vector<Tensor>& params, const std::vector<Tensor>& g
 // element was inf or NaN (checked before the multiply). grads are floating, contiguous and on one
 // device; on CUDA one pass over all of them writes a device flag that is read back once.
 bool unscale_and_check_(const std::vector<Tensor>& grads, double inv_scale);
+
+// The sum over every element of grads of |g|^norm_type (for norm_type = inf the largest |g|), in f64:
+// clip_grad_norm's norm before the root. NaN propagates. On the CPU each grad is read once, summed in
+// blocks whose order depends on its size only (so never on the thread count); elsewhere it composes
+// the raw ops. Grads are floating, of any dtype, on one device; norm_type is > 0 or inf.
+double grad_norm_power(const std::vector<Tensor>& grads, double norm_type);
 
 }  // namespace accel::nograd

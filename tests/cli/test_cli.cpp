@@ -86,6 +86,20 @@ TEST_CASE("accel launch --use_deepspeed --zero_stage N and --use_fsdp set the sh
   CHECK(r.output.find(" -x ACCEL_FSDP_SHARDING_STRATEGY=FULL_SHARD ") != std::string::npos);
   r = run(fmt::format("{} launch --dry-run -n 1 --use_fsdp --fsdp_sharding_strategy SHARD_GRAD_OP prog", kAccel));
   CHECK(r.output.find(" -x ACCEL_FSDP_SHARDING_STRATEGY=SHARD_GRAD_OP ") != std::string::npos);
+  r = run(fmt::format("{} launch --dry-run -n 4 --use_fsdp --fsdp_sharding_strategy HYBRID_SHARD "
+                      "--fsdp_hybrid_shard_size 2 prog",
+                      kAccel));
+  CHECK(r.output.find(" -x ACCEL_FSDP_SHARDING_STRATEGY=HYBRID_SHARD -x ACCEL_FSDP_HYBRID_SHARD_SIZE=2 ") !=
+        std::string::npos);
+  r = run(fmt::format("{} launch --dry-run -n 4 --use_fsdp --fsdp_hybrid_shard_size 2 prog", kAccel));
+  CHECK(r.status != 0);
+  CHECK(r.output.find("--fsdp_hybrid_shard_size 2 needs --use_fsdp --fsdp_sharding_strategy HYBRID_SHARD, but the "
+                      "sharding strategy is 'FULL_SHARD'") != std::string::npos);
+  r = run(fmt::format("{} launch --dry-run -n 4 --use_fsdp --fsdp_sharding_strategy HYBRID_SHARD "
+                      "--fsdp_hybrid_shard_size 3 prog",
+                      kAccel));
+  CHECK(r.status != 0);
+  CHECK(r.output.find("fsdp_hybrid_shard_size 3 does not divide the 4 processes") != std::string::npos);
   r = run(fmt::format("{} launch --dry-run -n 1 --use_deepspeed --use_fsdp prog", kAccel));
   CHECK(r.status != 0);
   CHECK(r.output.find("--use_deepspeed and --use_fsdp are two ways to shard; give one") != std::string::npos);

@@ -25,7 +25,7 @@ TEST_CASE("settings enums keep fixed values, and each table lists every value on
   for (size_t i = 0; i < kGradCommDTypeNames.size(); ++i) CHECK(static_cast<size_t>(kGradCommDTypeNames[i].value) == i);
 }
 
-TEST_CASE("name tables: names both ways; fp8 is offered, FSDP's HYBRID_SHARD is known but not offered yet") {
+TEST_CASE("name tables: names both ways; fp8 and FSDP's HYBRID_SHARD are offered") {
   CHECK(std::string(name_of(MixedPrecision::bf16)) == "bf16");
   CHECK(std::string(name_of(Backend::automatic)) == "auto");
   CHECK(value_in(kBackendNames, "ring") == Backend::ring);
@@ -35,7 +35,8 @@ TEST_CASE("name tables: names both ways; fp8 is offered, FSDP's HYBRID_SHARD is 
   CHECK(available_names(kMixedPrecisionNames) == std::vector<std::string>{"no", "fp16", "bf16", "fp8"});
   CHECK(available_choices(kMixedPrecisionNames) == "no, fp16, bf16 or fp8");
   CHECK(value_in(kShardingStrategyNames, "HYBRID_SHARD") == ShardingStrategy::hybrid_shard);
-  CHECK_FALSE(available_in(kShardingStrategyNames, ShardingStrategy::hybrid_shard));
+  CHECK(available_in(kShardingStrategyNames, ShardingStrategy::hybrid_shard));
+  CHECK(available_choices(kShardingStrategyNames) == "FULL_SHARD, SHARD_GRAD_OP, NO_SHARD or HYBRID_SHARD");
   CHECK(available_choices(kBackendNames) == "auto, mpi, ring or nccl");
   CHECK(available_choices(kGradCommDTypeNames) == "f32, compute, f16 or bf16");
 }

@@ -92,13 +92,6 @@ TEST_CASE("bad sharding configurations name both settings") {
                        "Accelerator: gradient_accumulation_steps 4 and DeepSpeedPlugin's gradient_accumulation_steps "
                        "2 differ; give one of them",
                        Error);
-  AcceleratorOptions h = quiet();
-  h.fsdp_plugin = FSDPPlugin{.sharding_strategy = ShardingStrategy::hybrid_shard};
-  CHECK_THROWS_WITH_AS(resolve_settings(h, kNoEnv),
-                       "Accelerator: fsdp sharding_strategy HYBRID_SHARD from code needs a DeviceMesh (shard within a "
-                       "node, replicate across nodes), which accel does not build yet; expected FULL_SHARD, "
-                       "SHARD_GRAD_OP or NO_SHARD",
-                       Error);
   CHECK_THROWS_WITH_AS(
       resolve_settings(quiet(), with_env({{"ACCEL_ZERO_STAGE", "2"}, {"ACCEL_FSDP_SHARDING_STRATEGY", "FULL_SHARD"}})),
                        "Accelerator: ACCEL_ZERO_STAGE=2 and ACCEL_FSDP_SHARDING_STRATEGY=FULL_SHARD were both set; set "
@@ -106,8 +99,76 @@ TEST_CASE("bad sharding configurations name both settings") {
                        Error);
   CHECK_THROWS_WITH_AS(resolve_settings(quiet(), with_env({{"ACCEL_FSDP_SHARDING_STRATEGY", "FULL"}})),
                        "Accelerator: fsdp_sharding_strategy 'FULL' from environment ACCEL_FSDP_SHARDING_STRATEGY is not "
-                       "valid; expected FULL_SHARD, SHARD_GRAD_OP or NO_SHARD",
+                       "valid; expected FULL_SHARD, SHARD_GRAD_OP, NO_SHARD or HYBRID_SHARD",
                        Error);
+}
+
+TEST_CASE("HYBRID_SHARD is stage 3 over a mesh; its hybrid_shard_size comes from code, the environment or the "
+          "config file, and shows in the start-up line") {
+  AcceleratorOptions o = quiet();
+  o.fsdp_plugin = FSDPPlugin{.sharding_strategy = ShardingStrategy::hybrid_shard};
+  EffectiveSettings s = resolve_settings(o, kNoEnv);
+  CHECK(s.zero_stage.value == 3);
+  CHECK(s.hybrid_shard);
+  CHECK(s.hybrid_shard_size.value == 0);  // one node's ranks
+  CHECK(s.hybrid_shard_size.source == "default");
+  CHECK(s.describe().find(", zero_stage=3 (code, sharding_strategy HYBRID_SHARD), hybrid_shard_size=node (default)") !=
+        std::string::npos);
+  o.fsdp_plugin->hybrid_shard_size = 2;
+  s = resolve_settings(o, kNoEnv);
+  CHECK(s.hybrid_shard_size.value == 2);
+  CHECK(s.describe().find(", hybrid_shard_size=2 (code)") != std::string::npos);
+  s = resolve_settings(quiet(), with_env({{"ACCEL_FSDP_SHARDING_STRATEGY", "HYBRID_SHARD"},
+                                          {"ACCEL_FSDP_HYBRID_SHARD_SIZE", "4"}}));
+  CHECK(s.hybrid_shard);
+  CHECK(s.hybrid_shard_size.value == 4);
+  CHECK(s.hybrid_shard_size.source == "environment ACCEL_FSDP_HYBRID_SHARD_SIZE");
+  // Plain stage 3 does not mention it.
+  o.fsdp_plugin = FSDPPlugin{};
+  CHECK(resolve_settings(o, kNoEnv).describe().find("hybrid_shard_size") == std::string::npos);
+
+  const std::string path = (std::filesystem::temp_directory_path() / "accel_test_hybrid_config.yaml").string();
+  {
+    std::ofstream out(path);
+    out << "fsdp_sharding_strategy: HYBRID_SHARD\nfsdp_hybrid_shard_size: 2\nnum_processes: 4\n";
+  }
+  AcceleratorOptions f = quiet();
+  f.config_file = path;
+  s = resolve_settings(f, kNoEnv);
+  CHECK(s.hybrid_shard);
+  CHECK(s.hybrid_shard_size.value == 2);
+  CHECK(s.hybrid_shard_size.source == "config file");
+  const ConfigFile c = load_config(path);
+  CHECK(c.fsdp_hybrid_shard_size == 2);
+  CHECK(parse_config(to_yaml(c), "round trip") == c);
+  std::filesystem::remove(path);
+}
+
+TEST_CASE("a hybrid_shard_size for another strategy, or a bad one, names both settings") {
+  AcceleratorOptions o = quiet();
+  o.fsdp_plugin = FSDPPlugin{.sharding_strategy = ShardingStrategy::full_shard, .hybrid_shard_size = 2};
+  CHECK_THROWS_WITH_AS(resolve_settings(o, kNoEnv),
+                       "Accelerator: hybrid_shard_size 2 (code) is for sharding_strategy HYBRID_SHARD, but the sharding "
+                       "is zero_stage 3 (code, sharding_strategy FULL_SHARD); give sharding_strategy HYBRID_SHARD or "
+                       "leave hybrid_shard_size out",
+                       Error);
+  CHECK_THROWS_WITH_AS(resolve_settings(quiet(), with_env({{"ACCEL_FSDP_HYBRID_SHARD_SIZE", "2"}})),
+                       "Accelerator: hybrid_shard_size 2 (environment ACCEL_FSDP_HYBRID_SHARD_SIZE) is for "
+                       "sharding_strategy HYBRID_SHARD, but the sharding is zero_stage 0 (default); give "
+                       "sharding_strategy HYBRID_SHARD or leave hybrid_shard_size out",
+                       Error);
+  o.fsdp_plugin = FSDPPlugin{.sharding_strategy = ShardingStrategy::hybrid_shard, .hybrid_shard_size = -1};
+  CHECK_THROWS_WITH_AS(resolve_settings(o, kNoEnv),
+                       "Accelerator: hybrid_shard_size '-1' from code is not valid; expected an integer >= 0 (ranks "
+                       "per HYBRID_SHARD shard group; 0: the ranks of one node)",
+                       Error);
+  CHECK_THROWS_WITH_AS(parse_config("fsdp_sharding_strategy: FULL_SHARD\nfsdp_hybrid_shard_size: 2\n", "test.yaml"),
+                       "test.yaml: fsdp_hybrid_shard_size 2 is for fsdp_sharding_strategy HYBRID_SHARD, but that is "
+                       "'FULL_SHARD'",
+                       Error);
+  CHECK_THROWS_WITH_AS(
+      parse_config("fsdp_sharding_strategy: HYBRID_SHARD\nfsdp_hybrid_shard_size: 3\nnum_processes: 4\n", "test.yaml"),
+      "test.yaml: fsdp_hybrid_shard_size 3 does not divide num_processes 4", Error);
 }
 
 TEST_CASE("the config file's zero_stage or fsdp_sharding_strategy, below code and environment") {

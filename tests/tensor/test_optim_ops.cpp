@@ -1,8 +1,11 @@
 // Fused SGD and AdamW updates against hand-written PyTorch-style reference loops over several
-// steps, for f64, f32 and f16/bf16 params, and their error messages.
+// steps, for f64, f32 and f16/bf16 params, the loss scaler's unscale, the gradient norm's sum, and
+// their error messages.
 #include <doctest/doctest.h>
+#include <omp.h>
 
 #include <cmath>
+#include <cstring>
 #include <limits>
 
 #include "accel.h"
@@ -322,4 +325,72 @@ TEST_CASE("unscale_and_check_: one list of mixed dtypes and an empty tensor, and
     }
   }
   CHECK_FALSE(nograd::unscale_and_check_({}, 0.5));
+}
+
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+// The norm's sum written out in f64, one element at a time.
+double ref_norm_power(const std::vector<Tensor>& grads, double p) {
+  double total = 0;
+  for (const Tensor& g : grads)
+    for (double x : values(g)) total = std::isinf(p) ? std::max(total, std::abs(x)) : total + std::pow(std::abs(x), p);
+  return total;
+}
+
+}  // namespace
+
+TEST_CASE("grad_norm_power: the f64 sum of |g|^p (max |g| for inf) over a list, any dtype, strided or not") {
+  // Past one block (2^15 elements) and the threading grain, with a partial last block.
+  const Tensor big = random({70001}, 41, DType::f32);
+  const Tensor strided = nograd::transpose(random({37, 53}, 42, DType::f32), 0, 1);
+  REQUIRE_FALSE(strided.is_contiguous());
+  for (DType dtype : {DType::f64, DType::f32, DType::f16, DType::bf16}) {
+    const std::vector<Tensor> grads{nograd::to_dtype(big, dtype), nograd::to_dtype(strided, dtype),
+                                    random({0}, 43, dtype), random({5}, 44, dtype)};
+    for (double p : {2.0, 1.0, 3.0, 0.5, kInf}) {
+      const double want = ref_norm_power(grads, p);
+      CHECK_MESSAGE(nograd::grad_norm_power(grads, p) == doctest::Approx(want).epsilon(1e-12),
+                    dtype_name(dtype) << " p=" << p);
+    }
+  }
+  CHECK(nograd::grad_norm_power({}, 2.0) == 0.0);
+}
+
+TEST_CASE("grad_norm_power: NaN anywhere gives NaN, inf gives inf, and the bits do not depend on the thread count") {
+  for (double p : {2.0, 1.0, kInf}) {
+    Tensor g = random({100000}, 45, DType::f32);
+    nograd::fill_(nograd::narrow(g, 0, 99999, 1), std::numeric_limits<double>::quiet_NaN());
+    CHECK_MESSAGE(std::isnan(nograd::grad_norm_power({g}, p)), "p=" << p);
+    nograd::fill_(nograd::narrow(g, 0, 99999, 1), -std::numeric_limits<double>::infinity());
+    CHECK_MESSAGE(std::isinf(nograd::grad_norm_power({g}, p)), "p=" << p);
+  }
+  const std::vector<Tensor> grads{random({300007}, 46, DType::f32), random({1000}, 47, DType::f32)};
+  const int before = omp_get_max_threads();
+  std::vector<double> by_threads;
+  for (int threads : {1, 2, 3, 4}) {
+    omp_set_num_threads(threads);
+    by_threads.push_back(nograd::grad_norm_power(grads, 2.0));
+  }
+  omp_set_num_threads(before);
+  for (double norm : by_threads) CHECK(std::memcmp(&norm, &by_threads[0], sizeof norm) == 0);
+}
+
+TEST_CASE("grad_norm_power: bad arguments") {
+  const Tensor g = random({4}, 48, DType::f32);
+  auto message = [](auto&& f) {
+    try {
+      f();
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  CHECK(message([&] { nograd::grad_norm_power({g}, 0.0); }) == "grad_norm_power: norm_type must be > 0 or inf, got 0");
+  CHECK(message([&] { nograd::grad_norm_power({g}, -kInf); }) ==
+        "grad_norm_power: norm_type must be > 0 or inf, got -inf");
+  CHECK(message([&] { nograd::grad_norm_power({g, Tensor()}, 2.0); }) == "grad_norm_power: grads[1] is undefined");
+  CHECK(message([&] { nograd::grad_norm_power({g, nograd::to_dtype(g, DType::i64)}, 2.0); }) ==
+        "grad_norm_power: grads[1] is i64, expected a floating dtype (f64, f32, f16, bf16)");
 }

@@ -1,14 +1,16 @@
-// A ZeRO checkpoint of per-rank shards, saved on 2 ranks, resumes on 1, 2 and 4. Run by zero_resume.sh:
-//   zero_resume save STAGE DIR    on 2 ranks: 3 AdamW steps of an epoch of 8 under ZeRO stage STAGE,
+// A ZeRO checkpoint of per-rank shards, saved on 2 ranks, resumes on 1, 2 and 4. Run by zero_resume.sh
+// (and by zero_hybrid_resume.sh for MODE hybrid: FSDP HYBRID_SHARD 2 x 2, saved on 4 ranks, resumed on
+// 4 under it and on 2 and 1 under DDP and stage 3). MODE is a ZeRO stage 0-3 or "hybrid":
+//   zero_resume save MODE DIR     on 2 ranks (4 for hybrid): 3 AdamW steps of an epoch of 8 under MODE,
 //                                 save_state DIR/ckpt, keep the full weights and optimizer state of
 //                                 that moment (DIR/saved*.safetensors), then train on to the end of the
 //                                 epoch as the run that never stopped (DIR/reference.safetensors)
 //   zero_resume merged DIR        one process: DIR/merged/model.safetensors, which `accel merge-weights`
 //                                 made of DIR/ckpt, equals the saved weights bitwise
-//   zero_resume load STAGE DIR    on this many ranks: load DIR/ckpt under the stage (one process runs
+//   zero_resume load MODE DIR     on this many ranks: load DIR/ckpt under MODE (one process runs
 //                                 without ZeRO), check the weights and optimizer state are the saved
 //                                 ones bitwise, and train the rest of the epoch
-// On 2 ranks the resumed run equals the reference bitwise (losses and weights). On 1 and 4 it is within
+// On as many ranks as saved it, the resumed run equals the reference bitwise (losses and weights). On others it is within
 // 1e-5 relative: the global batch's gradient is averaged over another number of ranks, so its float
 // sums round differently (split_batches keeps the batch the same). Prints PASS or FAILED: ... on rank 0
 // and exits 0 or 1.
@@ -28,7 +30,10 @@ using namespace accel;
 
 namespace {
 
-constexpr int64_t kSamples = 64, kGlobalBatch = 8, kSaveAt = 3, kSavedOn = 2;
+constexpr int64_t kSamples = 64, kGlobalBatch = 8, kSaveAt = 3;
+
+// The ranks a mode's checkpoint is saved on: 2, or 4 for HYBRID_SHARD's 2 x 2 mesh.
+int64_t saved_on(const std::string& mode) { return mode == "hybrid" ? 4 : 2; }
 
 DataLoader make_loader() {
   Generator gen(4321);
@@ -45,12 +50,15 @@ struct Setup {
   DataLoader data;
 };
 
-Setup setup(int stage, uint64_t seed) {
+Setup setup(const std::string& mode, uint64_t seed) {
   AcceleratorOptions o;
   o.print_settings = false;
   o.split_batches = true;
   o.bucket_cap_mb = 256.0 / (1 << 20);  // units of at most 64 floats: several per model
-  o.deepspeed_plugin = DeepSpeedPlugin{.zero_stage = stage, .gradient_accumulation_steps = std::nullopt};
+  if (mode == "hybrid")
+    o.fsdp_plugin = FSDPPlugin{.sharding_strategy = ShardingStrategy::hybrid_shard, .hybrid_shard_size = 2};
+  else
+    o.deepspeed_plugin = DeepSpeedPlugin{.zero_stage = std::stoi(mode), .gradient_accumulation_steps = std::nullopt};
   Setup s{std::make_unique<Accelerator>(o), test::make_odd_mlp(seed), nullptr, make_loader()};
   s.optimizer = std::make_shared<optim::AdamW>(s.model->parameters(), optim::AdamWOptions{.lr = 1e-2});
   auto [net, opt, data] = s.accelerator->prepare(s.model, s.optimizer, s.data);
@@ -120,9 +128,10 @@ int report(const Accelerator& accelerator, const std::vector<std::string>& probl
   return problems.empty() ? 0 : 1;
 }
 
-int save(int stage, const std::string& dir) {
-  Setup s = setup(stage, 1);
-  if (s.accelerator->num_processes() != kSavedOn) throw Error("zero_resume save: run it on 2 ranks");
+int save(const std::string& mode, const std::string& dir) {
+  Setup s = setup(mode, 1);
+  if (s.accelerator->num_processes() != saved_on(mode))
+    throw Error(fmt::format("zero_resume save: run it on {} ranks", saved_on(mode)));
   train(s, s.data, kSaveAt);
   s.accelerator->save_state(dir + "/ckpt");
   const nn::StateDict saved = weights(s), saved_optimizer = optimizer_state(s);
@@ -134,6 +143,7 @@ int save(int stage, const std::string& dir) {
     save_safetensors(dir + "/saved_optimizer.safetensors", saved_optimizer);
     nn::StateDict with_losses = reference;
     with_losses.emplace_back("losses", from_vector(losses, {static_cast<int64_t>(losses.size())}));
+    with_losses.emplace_back("saved_on", scalar_tensor(static_cast<double>(saved_on(mode)), DType::f64));
     save_safetensors(dir + "/reference.safetensors", with_losses);
   }
   s.accelerator->wait_for_everyone();
@@ -147,8 +157,8 @@ int merged(const std::string& dir) {
   return problem.empty() ? 0 : 1;
 }
 
-int load(int stage, const std::string& dir) {
-  Setup s = setup(stage, 99);  // other weights: the checkpoint must replace them
+int load(const std::string& mode, const std::string& dir) {
+  Setup s = setup(mode, 99);  // other weights: the checkpoint must replace them
   s.accelerator->load_state(dir + "/ckpt");
   std::vector<std::string> problems;
   for (const std::string& p : {compare("the loaded weights", weights(s), read(dir + "/saved.safetensors"), 0),
@@ -158,11 +168,13 @@ int load(int stage, const std::string& dir) {
   const std::vector<double> losses = train(s, s.data, -1);
   nn::StateDict reference;
   std::vector<double> reference_losses;
+  int64_t saved_ranks = 0;
   for (const auto& [name, t] : read(dir + "/reference.safetensors")) {
     if (name == "losses") reference_losses = t.to_vector<double>();
+    else if (name == "saved_on") saved_ranks = static_cast<int64_t>(t.item());
     else reference.emplace_back(name, t);
   }
-  const bool same_world = s.accelerator->num_processes() == kSavedOn;
+  const bool same_world = s.accelerator->num_processes() == saved_ranks;
   const double tolerance = same_world ? 0 : 1e-5;
   double measured = 0;
   if (const std::string p =
@@ -174,9 +186,9 @@ int load(int stage, const std::string& dir) {
   if (const std::string p = compare("the losses after the resume", got_losses, want_losses, tolerance); !p.empty())
     problems.push_back(p);
   return report(*s.accelerator, problems,
-                fmt::format("stage {} saved on {} ranks resumed on {} ({}); {} steps after the resume; final "
-                            "weights off by {:.3g} relative",
-                            stage, kSavedOn, s.accelerator->num_processes(),
+                fmt::format("{} ({}) on {} ranks resumed a checkpoint saved on {} ({}); {} steps after the "
+                            "resume; final weights off by {:.3g} relative",
+                            mode, s.accelerator->strategy().name(), s.accelerator->num_processes(), saved_ranks,
                             same_world ? "bitwise" : "within 1e-5 relative", losses.size(), measured));
 }
 
@@ -185,13 +197,13 @@ int load(int stage, const std::string& dir) {
 int main(int argc, char** argv) {
   const std::vector<std::string> args(argv + 1, argv + argc);
   try {
-    if (args.size() == 3 && args[0] == "save") return save(std::stoi(args[1]), args[2]);
-    if (args.size() == 3 && args[0] == "load") return load(std::stoi(args[1]), args[2]);
+    if (args.size() == 3 && args[0] == "save") return save(args[1], args[2]);
+    if (args.size() == 3 && args[0] == "load") return load(args[1], args[2]);
     if (args.size() == 2 && args[0] == "merged") return merged(args[1]);
   } catch (const Error& e) {
     std::cout << "FAILED: " << e.what() << "\n";
     return 1;
   }
-  std::cerr << "usage: zero_resume save|load STAGE DIR, or zero_resume merged DIR\n";
+  std::cerr << "usage: zero_resume save|load MODE DIR (MODE: a ZeRO stage 0-3, or hybrid), or zero_resume merged DIR\n";
   return 2;
 }

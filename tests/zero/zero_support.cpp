@@ -24,11 +24,14 @@ AcceleratorOptions options_for(const ZeroSpec& spec) {
                                          .gradient_accumulation_steps = spec.accumulation_steps};
   else
     o.gradient_accumulation_steps = spec.accumulation_steps;
+  const ShardingStrategy fsdp_strategy = spec.hybrid_shard_size > 0 ? ShardingStrategy::hybrid_shard
+                                         : spec.zero_stage == 3      ? ShardingStrategy::full_shard
+                                                                     : ShardingStrategy::shard_grad_op;
   if (spec.fsdp && spec.zero_stage > 0)
-    o.fsdp_plugin = FSDPPlugin{.sharding_strategy = spec.zero_stage == 3 ? ShardingStrategy::full_shard
-                                                                         : ShardingStrategy::shard_grad_op,
+    o.fsdp_plugin = FSDPPlugin{.sharding_strategy = fsdp_strategy,
                                .auto_wrap = spec.auto_wrap,
-                               .reshard_after_forward = spec.reshard_after_forward};
+                               .reshard_after_forward = spec.reshard_after_forward,
+                               .hybrid_shard_size = spec.hybrid_shard_size};
   return o;
 }
 

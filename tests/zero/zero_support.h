@@ -26,6 +26,9 @@ struct ZeroSpec {
   double bucket_cap_mb = 256.0 / (1 << 20);  // 64 floats: several units over the small model
   AutoWrapPolicy auto_wrap{};
   bool reshard_after_forward = true;
+  // > 0: FSDP's HYBRID_SHARD (stage 3 within shard groups of this many ranks, replicated across them);
+  // zero_stage must then be 3.
+  int hybrid_shard_size = 0;
   // Build the model under DeferredInit, every rank from the same seed (nothing is broadcast for it).
   bool deferred_init = false;
 };

@@ -1,0 +1,145 @@
+// HybridShard: the mesh (shard size from the setting or the node), the broadcast over both dims, the
+// all-reduce of the shard grads across the replicas, and checkpoint shards written by replica 0.
+#include "runtime/strategy/zero_hybrid_shard.h"
+
+#include <fmt/format.h>
+
+#include "autograd/grad_mode.h"
+#include "tensor/creation.h"
+#include "tensor/nograd/copy.h"
+
+namespace accel {
+
+HybridShard::HybridShard(Device device, std::shared_ptr<Communicator> shard, std::shared_ptr<Communicator> replicate,
+                         DType comm_dtype, AutoWrapPolicy auto_wrap, bool reshard_after_forward)
+    : ZeroStage3(device, shard, comm_dtype, std::move(auto_wrap), reshard_after_forward),
+      shard_(std::move(shard)),
+      replicate_(std::move(replicate)),
+      comm_dtype_(comm_dtype) {
+  if (!replicate_) throw Error("HybridShard: got a null replicate communicator");
+}
+
+std::string HybridShard::name() const {
+  return fmt::format("hybrid_shard (dp_replicate={} x dp_shard={})", replicate_->size(), shard_->size());
+}
+
+DataShard HybridShard::data_shard() const {
+  return {replicate_->rank() * shard_->size() + shard_->rank(), replicate_->size() * shard_->size()};
+}
+
+void HybridShard::broadcast_from_main(const nn::StateDict& entries) const {
+  broadcast_from_rank0(entries, [this](const Tensor&) -> Communicator& { return *replicate_; }, "hybrid_shard replicas");
+  ZeroStage3::broadcast_from_main(entries);
+}
+
+void HybridShard::before_backward(bool sync) {
+  ZeroStage3::before_backward(sync);
+  sync_ = sync;
+}
+
+void HybridShard::after_backward() {
+  ZeroStage3::after_backward();
+  if (sync_ && replicate_->size() > 1) all_reduce_shard_grads();
+}
+
+void HybridShard::all_reduce_shard_grads() {
+  NoGradGuard no_grad;
+  // Each unit's shard grad holds the shard group's average of everything since zero_grad; the
+  // replicas agree on what earlier syncs averaged, so averaging the whole again adds only this
+  // window's average across the replicas (avg(S + g_i) = S + avg(g_i)).
+  struct InFlight {
+    Work work;
+    Tensor wire;
+    Tensor grad;
+  };
+  std::vector<InFlight> flights;
+  for (const auto& u : units_) {
+    if (!u->shard_grad.defined()) continue;
+    const bool narrow_wire = u->shard_grad.dtype() == DType::f32 && comm_dtype_ != DType::f32;
+    Tensor wire = narrow_wire ? nograd::to_dtype(u->shard_grad, comm_dtype_) : u->shard_grad;
+    Work work = replicate_->all_reduce_async(
+        wire, ReduceOp::avg, CallSite::gradient_sync(fmt::format("hybrid_shard all-reduce of {}", u->flat->name())));
+    flights.push_back({std::move(work), wire, u->shard_grad});
+  }
+  std::exception_ptr failed;
+  for (InFlight& f : flights) {
+    try {
+      f.work.wait();
+      if (f.wire.storage() != f.grad.storage()) nograd::copy_(f.grad, f.wire);
+    } catch (...) {
+      if (!failed) failed = std::current_exception();  // the rest are still waited for
+    }
+  }
+  if (failed) std::rethrow_exception(failed);
+}
+
+std::optional<StateShard> HybridShard::model_state_shard(const nn::Module& model) const {
+  std::optional<StateShard> shard = ZeroStage3::model_state_shard(model);
+  if (shard) shard->writer = replicate_->rank() == 0;
+  return shard;
+}
+
+std::optional<StateShard> HybridShard::optimizer_state_shard(const optim::Optimizer& optimizer) const {
+  std::optional<StateShard> shard = ZeroStage3::optimizer_state_shard(optimizer);
+  if (shard) shard->writer = replicate_->rank() == 0;
+  return shard;
+}
+
+namespace {
+
+// Whether this rank sits where a node-per-shard-group mesh puts it: nodes of equal size, numbered
+// node by node. Agreed over comm, so that every rank throws or none does.
+bool ranks_laid_out_by_node(Communicator& comm, const ProcessState& p) {
+  const int local = p.local_world_size;
+  const bool here = local >= 1 && p.world_size % local == 0 && p.rank == p.node_rank * local + p.local_rank;
+  Tensor flag = scalar_tensor(here ? 1.0 : 0.0, DType::f64, comm.device());
+  comm.all_reduce(flag, ReduceOp::min, "hybrid_shard mesh check");
+  return flag.item() == 1.0;
+}
+
+}  // namespace
+
+void check_hybrid_shard_size(int shard_size, const std::string& source, int world_size) {
+  if (shard_size < 0 || (shard_size > 0 && world_size % shard_size != 0))
+    throw Error(fmt::format("Accelerator: sharding_strategy HYBRID_SHARD with hybrid_shard_size {} ({}): it does "
+                            "not divide the world size {}; expected ranks per shard group such that world size = "
+                            "replicas x hybrid_shard_size",
+                            shard_size, source, world_size));
+}
+
+std::shared_ptr<DeviceMesh> make_hybrid_mesh(Communicator& comm, const ProcessState& process, int shard_size,
+                                             const std::string& source) {
+  const int world = comm.size();
+  check_hybrid_shard_size(shard_size, source, world);
+  if (shard_size == 0) {
+    if (process.num_nodes <= 1)
+      throw Error(fmt::format("Accelerator: sharding_strategy HYBRID_SHARD has no mesh: hybrid_shard_size is not "
+                              "given ({}), so a shard group is one node, but all {} ranks run on one node and there "
+                              "is nothing to replicate across; give hybrid_shard_size (FSDPPlugin, "
+                              "ACCEL_FSDP_HYBRID_SHARD_SIZE, the config file's fsdp_hybrid_shard_size or accel "
+                              "launch --fsdp_hybrid_shard_size) dividing {}, or use FULL_SHARD",
+                              source, world, world));
+    if (!ranks_laid_out_by_node(comm, process))
+      throw Error(fmt::format("Accelerator: sharding_strategy HYBRID_SHARD has no mesh: hybrid_shard_size is not "
+                              "given ({}), so a shard group is one node, but the {} ranks are not {} nodes of equal "
+                              "size numbered node by node (rank {} is local rank {} of {} on node {}); give "
+                              "hybrid_shard_size dividing {}",
+                              source, world, process.num_nodes, process.rank, process.local_rank,
+                              process.local_world_size, process.node_rank, world));
+    shard_size = process.local_world_size;
+  }
+  return std::make_shared<DeviceMesh>(
+      comm, std::vector<MeshDim>{{"dp_replicate", world / shard_size}, {"dp_shard", shard_size}});
+}
+
+std::unique_ptr<HybridShard> make_hybrid_shard(Device device, const std::shared_ptr<DeviceMesh>& mesh,
+                                               DType comm_dtype, AutoWrapPolicy auto_wrap,
+                                               bool reshard_after_forward) {
+  // Aliasing shared_ptrs: each communicator keeps the whole mesh alive.
+  std::shared_ptr<Communicator> shard(mesh, &mesh->comm("dp_shard"));
+  std::shared_ptr<Communicator> replicate(mesh, &mesh->comm("dp_replicate"));
+  return std::make_unique<HybridShard>(device, std::move(shard), std::move(replicate), comm_dtype,
+                                       std::move(auto_wrap), reshard_after_forward);
+}
+
+}  // namespace accel
