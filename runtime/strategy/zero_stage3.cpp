@@ -28,7 +28,7 @@ void ZeroStage3::prepare_model(nn::Module& model) {
   model.to(device());
   // Every rank starts from rank 0's values; deferred-init parameters from their recipes, which must
   // agree (checked first, so that no rank broadcasts what another materialises).
-  check_deferred_init_agrees(model.named_parameters(), comm(), name());
+  check_deferred_init(model.named_parameters());
   broadcast_from_main(materialised_entries(model.named_parameters()));
   broadcast_from_main(model.named_buffers());
   const std::vector<WrappedUnit> wrapped = auto_wrap_units(model, auto_wrap_);

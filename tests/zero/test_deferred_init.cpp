@@ -71,6 +71,18 @@ TEST_CASE("20 steps from a deferred-init model equal the normally initialised ru
       CHECK(deferred.weights == normal.weights);
     }
   }
+  // HYBRID_SHARD: stage 3 within shard groups, replicated across them (the replicas materialise the
+  // same slices from the same recipes).
+  for (const int shard_size : {1, 2}) {
+    INFO("rank ", world()->rank(), " of ", world()->size(), ", HYBRID_SHARD with shard groups of ", shard_size);
+    ZeroSpec spec{.zero_stage = 3, .fsdp = true, .optimizer = "adamw", .hybrid_shard_size = shard_size};
+    const ZeroRun normal = train_zero(spec, 9);
+    spec.deferred_init = true;
+    const ZeroRun deferred = train_zero(spec, 9);
+    CHECK(deferred.strategy == normal.strategy);
+    CHECK(deferred.losses == normal.losses);
+    CHECK(deferred.weights == normal.weights);
+  }
   // And FSDP's FULL_SHARD with accumulation, and under bf16 (f32 master shards).
   for (const char* precision : {"no", "bf16"}) {
     INFO("rank ", world()->rank(), " of ", world()->size(), ", FSDP, accumulation 2, ", precision);
@@ -194,6 +206,20 @@ TEST_CASE("ranks whose deferred-init models differ are refused on every rank, na
         "(another seed, model or init order?). Under accel::DeferredInit nothing is broadcast: each rank "
         "materialises its own slice from its own recipe, so every rank must build the model from the same seed");
   }
+}
+
+TEST_CASE("under HYBRID_SHARD, replicas whose deferred-init models differ are refused on every rank") {
+  AcceleratorOptions o = options();
+  o.fsdp_plugin = FSDPPlugin{.sharding_strategy = ShardingStrategy::hybrid_shard, .hybrid_shard_size = 1};
+  Accelerator accelerator(o);  // every rank a replica of its own shard group of one
+  std::shared_ptr<nn::Sequential> model;
+  {
+    DeferredInit deferred;
+    model = make_odd_mlp(world()->rank() == 1 ? 12 : 11);
+  }
+  const std::string error = test_support::error_of([&] { (void)accelerator.prepare(model); });
+  INFO("rank ", world()->rank(), ": ", error);
+  CHECK(error.find(" replicas: the parameters of rank(s) 1 differ from rank 0's") != std::string::npos);
 }
 
 TEST_CASE("a deferred-init parameter that no initialiser wrote is refused on every rank under stage 3") {
