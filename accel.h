@@ -5,6 +5,7 @@
 
 #include "accel_config.h"
 #include "tensor/creation.h"
+#include "tensor/deferred_init.h"
 #include "tensor/generator.h"
 #include "tensor/tensor.h"
 #include "autograd/autocast.h"
@@ -34,6 +35,7 @@
 #include "nn/layer_norm.h"
 #include "nn/linear.h"
 #include "nn/loss.h"
+#include "nn/materialize.h"
 #include "nn/mlp.h"
 #include "nn/module.h"
 #include "nn/parallel/column_parallel_linear.h"

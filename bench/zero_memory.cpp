@@ -6,6 +6,8 @@
 // before the model was built). Run under mpirun at 1, 2 and 4 ranks:
 //   mpirun -np 4 build/bench/zero_memory [--layers 12 --width 2048] [--mixed_precision no,bf16] [--json out.json]
 // The table (rank 0) says what each rank measures; the ranks agree to within one unit's padding.
+// A second table gives stage 3's peak from before the model is built to the end of prepare, for a
+// normal build and for one under DeferredInit (docs/zero.md, "Models larger than one rank").
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
@@ -30,7 +32,8 @@ struct Row {
   double in_use = 0, step_peak = 0;  // the allocator's bytes, over the process's before the model
 };
 
-std::shared_ptr<nn::Sequential> make_mlp(int layers, int64_t width) {
+std::shared_ptr<nn::Sequential> make_mlp(int layers, int64_t width, bool deferred_init = false) {
+  const DeferredInit scope(deferred_init);
   Generator gen(0);
   auto mlp = std::make_shared<nn::Sequential>();
   for (int i = 0; i < layers; ++i) {
@@ -112,6 +115,22 @@ Row run_stage(int stage, const std::string& precision, int layers, int64_t width
   return r;
 }
 
+// Stage 3's peak host bytes from before the model is built to the end of prepare (its shards and
+// what it took to get them), over what the process held before.
+double prepare_peak(bool deferred_init, int layers, int64_t width) {
+  AcceleratorOptions o;
+  o.print_settings = false;
+  o.deepspeed_plugin = DeepSpeedPlugin{.zero_stage = 3, .gradient_accumulation_steps = std::nullopt};
+  Accelerator accelerator(o);
+  accelerator.wait_for_everyone();
+  const double baseline = static_cast<double>(accelerator.memory_stats()[0].stats.allocated_bytes);
+  accelerator.reset_peak_memory_stats();
+  auto model = make_mlp(layers, width, deferred_init);
+  auto adamw = std::make_shared<optim::AdamW>(model->parameters(), optim::AdamWOptions{});
+  auto [net, opt] = accelerator.prepare(model, adamw);
+  return static_cast<double>(accelerator.memory_stats()[0].stats.peak_allocated_bytes) - baseline;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -129,6 +148,7 @@ int main(int argc, char** argv) {
   std::vector<Row> rows;
   for (const std::string& p : precisions)
     for (int stage = 0; stage <= 3; ++stage) rows.push_back(run_stage(stage, p, layers, width));
+  const double normal_peak = prepare_peak(false, layers, width), deferred_peak = prepare_peak(true, layers, width);
   if (!rows.back().main) return 0;
   const int ranks = rows.back().ranks;
   const double mb = 1 << 20;
@@ -156,6 +176,15 @@ int main(int argc, char** argv) {
                    {"grads_bytes", r.grads}, {"masters_bytes", r.masters}, {"optimizer_bytes", r.optimizer},
                    {"formula_bytes", formula}, {"in_use_bytes", r.in_use}, {"step_peak_bytes", r.step_peak}});
   }
+  // The f32 rows' parameters: the prepare peaks are of an f32 model.
+  const Row& ddp = rows[0];
+  const Row& stage3 = rows[3];
+  if (ddp.precision == "no")
+    std::cout << fmt::format("stage 3, build + prepare peak per rank (MiB): normal build {:.1f}, deferred init {:.1f}; "
+                             "full parameters {:.1f}, this rank's shards {:.1f}\n",
+                             normal_peak / mb, deferred_peak / mb, ddp.formula_params / mb, stage3.params / mb);
+  out.push_back({{"stage", 3}, {"ranks", ranks}, {"prepare_peak_normal_bytes", normal_peak},
+                 {"prepare_peak_deferred_bytes", deferred_peak}});
   if (!json_path.empty()) std::ofstream(json_path) << out.dump(2) << "\n";
   return 0;
 }

@@ -23,7 +23,7 @@ Embedding::Embedding(int64_t num_embeddings, int64_t embedding_dim, Generator& g
     padding_idx_ = nograd::normalize_padding_idx("Embedding", *options.padding_idx, num_embeddings);
   weight_ = register_parameter("weight", empty({num_embeddings, embedding_dim}));
   init::normal_(weight_, 0.0, options.init_std, gen);
-  if (padding_idx_) nograd::zero_(nograd::select(weight_, 0, *padding_idx_));
+  if (padding_idx_) init::zeros_(nograd::select(weight_, 0, *padding_idx_));
 }
 
 Tensor Embedding::forward_impl(const Tensor& indices) { return embedding(weight_, indices, padding_idx_); }

@@ -1,5 +1,6 @@
 // In-place initialisers for parameters: they overwrite a tensor's values without recording a graph,
-// keeping its identity, as module constructors and model-specific init schemes need.
+// keeping its identity, as module constructors and model-specific init schemes need. On a meta tensor
+// (DeferredInit) they record what they would write, and move the generator on all the same.
 #pragma once
 
 #include "tensor/generator.h"

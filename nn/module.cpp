@@ -8,6 +8,7 @@
 
 #include "autograd/engine.h"
 #include "autograd/grad_mode.h"
+#include "tensor/meta_tensor.h"
 #include "tensor/nograd/copy.h"
 #include "tensor/nograd/elementwise.h"
 
@@ -42,7 +43,21 @@ Tensor Module::forward_impl(const Tensor&) {
   throw Error(fmt::format("{}::forward: this module does not take a single tensor input", type_name()));
 }
 
+void Module::check_materialised() const {
+  auto check = [&](const StateDict& entries, const char* what) {
+    for (const auto& [name, t] : entries)
+      if (t.is_meta())
+        throw Error(fmt::format("{}::forward: {} '{}' ({} {}) is not materialised: the module was built under "
+                                "accel::DeferredInit (init_empty_weights); give it to Accelerator::prepare, or call "
+                                "nn::materialize, before running it",
+                                type_name(), what, name, dtype_name(t.dtype()), shape_str(t.shape())));
+  };
+  check(parameters_, "parameter");
+  check(buffers_, "buffer");
+}
+
 Tensor Module::forward(const Tensor& input) {
+  check_materialised();
   std::vector<std::shared_ptr<void>> held;  // the scopes' tokens, released on return or throw
   forward_scopes_.run(*this, held);
   forward_pre_hooks_.run(*this, input);
@@ -255,12 +270,21 @@ void convert_in_place(const StateDict& state, F&& convert) {
 }  // namespace
 
 void Module::to(Device device) {
-  convert_in_place(state_dict(), [&](const Tensor& t) { return nograd::to_device(t, device); });
+  // A meta tensor moves as a meta tensor (its recipe goes along), to be materialised on device.
+  convert_in_place(state_dict(), [&](const Tensor& t) {
+    if (t.is_meta()) return t.device() == device ? t : meta_to_device(t, device);
+    return nograd::to_device(t, device);
+  });
 }
 
 void Module::to(DType dtype) {
   if (!is_floating(dtype))
     throw Error(fmt::format("Module::to: parameters can only be cast to a floating dtype, got {}", dtype_name(dtype)));
+  for (const auto& [name, t] : state_dict())
+    if (t.is_meta() && is_floating(t.dtype()) && t.dtype() != dtype)
+      throw Error(fmt::format("Module::to: '{}' is a meta tensor ({} {}, built under accel::DeferredInit); a cast to "
+                              "{} would change the values its initialiser gives, so cast after it is materialised",
+                              name, dtype_name(t.dtype()), shape_str(t.shape()), dtype_name(dtype)));
   // Integer buffers (counts, indices) keep their dtype.
   convert_in_place(state_dict(),
                    [&](const Tensor& t) { return is_floating(t.dtype()) ? nograd::to_dtype(t, dtype) : t; });

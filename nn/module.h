@@ -115,6 +115,8 @@ class Module {
 
  private:
   void add_child(const std::string& name, std::shared_ptr<Module> module);
+  // Throws when a parameter or buffer of this module itself is still a meta tensor (DeferredInit).
+  void check_materialised() const;
   void check_new_name(const char* what, const std::string& name) const;
   void collect_parameters(const std::string& prefix, StateDict& out) const;
   void collect_buffers(const std::string& prefix, StateDict& out) const;

@@ -122,6 +122,12 @@ void Optimizer::set_lr(double lr) {
 }
 
 void Optimizer::step() {
+  for (size_t i = 0; i < params_.size(); ++i)
+    if (params_[i].is_meta())
+      throw Error(fmt::format("{}::step: parameter {} ({} {}) is not materialised: its model was built under "
+                              "accel::DeferredInit (init_empty_weights); prepare the model and this optimizer with "
+                              "an Accelerator (or call nn::materialize on the model) before stepping",
+                              type_name(), i, dtype_name(params_[i].dtype()), shape_str(params_[i].shape())));
   if (auto hook = step_hook_.lock()) hook->step(*this);
   else update();
 }

@@ -16,6 +16,7 @@
 #include "autograd/grad_mode.h"
 #include "collective/ledger.h"
 #include "collective/timeline.h"
+#include "nn/materialize.h"
 #include "nn/parallel/split_layer.h"
 #include "runtime/checkpoint/checkpoint_dir.h"
 #include "runtime/checkpoint/preemption.h"
@@ -26,6 +27,7 @@
 #include "runtime/strategy/data_parallel.h"
 #include "runtime/strategy/make_strategy.h"
 #include "tensor/creation.h"
+#include "tensor/deferred_init.h"
 #include "tensor/deterministic.h"
 #include "tensor/nograd/elementwise.h"
 
@@ -198,6 +200,13 @@ void Accelerator::prepare_model(const std::shared_ptr<nn::Module>& model) {
                               "is {}, which keeps every layer whole; set tp_size (ParallelismConfig, --tp_size) and "
                               "give prepare the whole model",
                               layer, strategy_->name()));
+  const DeferredInit off(false);  // prepare's own tensors hold data, even inside a DeferredInit scope
+  // Parameters built under DeferredInit: the strategy materialises its shard of them, or they are
+  // materialised whole here (the values are the same either way), on the device: moving a meta
+  // tensor costs nothing.
+  if (!nn::first_meta_tensor(*model).empty()) model->to(device());
+  if (strategy_->materializes_parameter_shards()) nn::materialize_buffers(*model);
+  else nn::materialize(*model);
   strategy_->prepare_model(*model);
   precision_->prepare_model(*model);
   for (const auto& known : parts_.models)
@@ -215,6 +224,7 @@ const Reducer* Accelerator::reducer(const nn::Module& model) const {
 }
 
 void Accelerator::prepare_optimizer(const std::shared_ptr<optim::Optimizer>& optimizer) {
+  const DeferredInit off(false);
   precision_->prepare_optimizer(optimizer);
   for (const Tensor& p : optimizer->params())
     if (p.device() != device())

@@ -8,7 +8,9 @@
 #include <new>
 #include <optional>
 
-#include "kernels/philox.h"
+#include "tensor/deferred_init.h"
+#include "tensor/fill_recipe.h"
+#include "tensor/meta_tensor.h"
 #include "tensor/nograd/copy.h"
 #include "tensor/nograd/elementwise.h"
 
@@ -43,15 +45,37 @@ Tensor allocate(const char* op, const Shape& shape, DType dtype, Device device) 
   return Tensor::make_view(std::move(storage), shape, contiguous_strides(shape, op), 0, dtype);
 }
 
+// Under DeferredInit: a meta tensor whose recipe says fill writes all of it.
+Tensor deferred(const char* op, const Shape& shape, DType dtype, Device device, const FillRecipe& fill) {
+  Tensor t = make_meta(op, shape, dtype, device);
+  record_fill(t, fill);
+  return t;
+}
+
 Tensor filled(const char* op, const Shape& shape, double value, DType dtype, Device device) {
+  if (DeferredInit::is_enabled()) return deferred(op, shape, dtype, device, FillRecipe::constant(value));
   Tensor t = allocate(op, shape, dtype, device);
   nograd::fill_(t, value);
   return t;
 }
 
+void check_floating(const char* op, DType dtype) {
+  if (!is_floating(dtype))
+    throw Error(fmt::format("{}: random draws need a floating dtype, got {}", op, dtype_name(dtype)));
+}
+
+// A draw of shape from fill: its values, or under DeferredInit a meta tensor that records it.
+Tensor drawn(const char* op, const Shape& shape, DType dtype, Device device, const FillRecipe& fill) {
+  if (DeferredInit::is_enabled()) return deferred(op, shape, dtype, device, fill);
+  return fill.values(shape, 0, dtype, device);
+}
+
 }  // namespace
 
-Tensor empty(const Shape& shape, DType dtype, Device device) { return allocate("empty", shape, dtype, device); }
+Tensor empty(const Shape& shape, DType dtype, Device device) {
+  if (DeferredInit::is_enabled()) return make_meta("empty", shape, dtype, device);
+  return allocate("empty", shape, dtype, device);
+}
 
 Tensor full(const Shape& shape, double value, DType dtype, Device device) {
   return filled("full", shape, value, dtype, device);
@@ -82,44 +106,38 @@ Tensor arange(double start, double end, double step, DType dtype, Device device)
 
 Tensor arange(int64_t end, DType dtype, Device device) { return arange(0.0, static_cast<double>(end), 1.0, dtype, device); }
 
+// Each draw checks its shape and dtype before the generator moves on, so a refused one leaves the
+// stream where it was.
+Tensor randn(const Shape& shape, Generator& gen, DType dtype, Device device) {
+  const uint64_t numel = static_cast<uint64_t>(checked_numel("randn", shape));
+  check_floating("randn", dtype);
+  return drawn("randn", shape, dtype, device, FillRecipe::standard_normal(numel, gen));
+}
+
 namespace {
 
-// Draws on the host in f32 and casts, so every device and dtype sees the same stream.
-template <class Draw>
-Tensor draw(const char* op, const Shape& shape, DType dtype, Device device, Draw value_at) {
-  if (!is_floating(dtype))
-    throw Error(fmt::format("{}: random draws need a floating dtype, got {}", op, dtype_name(dtype)));
-  Tensor host = allocate(op, shape, DType::f32, Device::cpu());
-  float* p = host.data<float>();
-  const int64_t n = host.numel();
-#pragma omp parallel for if (n > 65536)
-  for (int64_t i = 0; i < n; ++i) p[i] = value_at(static_cast<uint64_t>(i));
-  return nograd::to_device(nograd::to_dtype(host, dtype), device);
+Tensor uniform_draw(const char* op, const Shape& shape, double low, double high, Generator& gen, DType dtype,
+                    Device device) {
+  const uint64_t numel = static_cast<uint64_t>(checked_numel(op, shape));
+  check_floating(op, dtype);
+  return drawn(op, shape, dtype, device, FillRecipe::uniform(low, high, numel, gen, op));
 }
 
 }  // namespace
 
-Tensor randn(const Shape& shape, Generator& gen, DType dtype, Device device) {
-  // Checked before the generator moves on, so a refused shape leaves its stream where it was.
-  const uint64_t numel = static_cast<uint64_t>(checked_numel("randn", shape));
-  const uint64_t seed = gen.seed(), offset = gen.reserve(normal_blocks(numel));
-  return draw("randn", shape, dtype, device, [=](uint64_t i) { return random_normal_at(seed, offset, i); });
-}
-
+// lo + width * u with lo 0 and width 1 is u itself.
 Tensor rand(const Shape& shape, Generator& gen, DType dtype, Device device) {
-  // Checked before the generator moves on, so a refused shape leaves its stream where it was.
-  const uint64_t numel = static_cast<uint64_t>(checked_numel("rand", shape));
-  const uint64_t seed = gen.seed(), offset = gen.reserve(uniform_blocks(numel));
-  return draw("rand", shape, dtype, device, [=](uint64_t i) { return random_uniform_at(seed, offset, i); });
+  return uniform_draw("rand", shape, 0.0, 1.0, gen, dtype, device);
 }
 
 Tensor uniform(const Shape& shape, double low, double high, Generator& gen, DType dtype, Device device) {
-  if (!(low <= high)) throw Error(fmt::format("uniform: low {} must not exceed high {}", low, high));
-  const uint64_t numel = static_cast<uint64_t>(checked_numel("uniform", shape));
-  const uint64_t seed = gen.seed(), offset = gen.reserve(uniform_blocks(numel));
-  const float lo = static_cast<float>(low), width = static_cast<float>(high - low);
-  return draw("uniform", shape, dtype, device,
-              [=](uint64_t i) { return lo + width * random_uniform_at(seed, offset, i); });
+  return uniform_draw("uniform", shape, low, high, gen, dtype, device);
+}
+
+Tensor normal(const Shape& shape, double mean, double std, Generator& gen, DType dtype, Device device) {
+  const uint64_t numel = static_cast<uint64_t>(checked_numel("normal", shape));
+  check_floating("normal", dtype);
+  return drawn("normal", shape, dtype, device, FillRecipe::normal(mean, std, numel, gen));
 }
 
 template <class T>

@@ -29,6 +29,11 @@ Tensor rand(const Shape& shape, Generator& gen, DType dtype = DType::f32, Device
 // Uniform [low, high).
 Tensor uniform(const Shape& shape, double low, double high, Generator& gen, DType dtype = DType::f32,
                Device device = Device::cpu());
+// randn's draw times std plus mean, both in dtype (nn::init::normal_'s values).
+Tensor normal(const Shape& shape, double mean, double std, Generator& gen, DType dtype = DType::f32,
+              Device device = Device::cpu());
+// Under DeferredInit (tensor/deferred_init.h) every function above but arange and from_vector makes
+// a meta tensor: its shape, and the recipe of these values, without data.
 
 // Copies values (row-major) into a new tensor of the matching dtype; numel must equal values.size().
 template <class T>

@@ -18,7 +18,30 @@ namespace accel {
 
 Storage::Storage(size_t nbytes, Device device) : nbytes_(nbytes), device_(device), owned_(true) { reallocate_bytes(); }
 
+std::shared_ptr<Storage> Storage::unallocated(size_t nbytes, Device device) {
+  auto storage = std::make_shared<Storage>(nullptr, nbytes, device, nullptr);
+  storage->owned_ = true;
+  storage->released_ = true;
+  return storage;
+}
+
+std::shared_ptr<Storage> Storage::meta(size_t nbytes, Device device, std::shared_ptr<InitRecipe> recipe) {
+  if (!recipe) throw Error(fmt::format("Storage::meta: {} bytes on {} got no recipe", nbytes, device.str()));
+  auto storage = std::make_shared<Storage>(nullptr, nbytes, device, nullptr);
+  storage->recipe_ = std::move(recipe);
+  return storage;
+}
+
+std::shared_ptr<InitRecipe> Storage::allocate_from_meta() {
+  if (!recipe_) throw Error(fmt::format("Storage::allocate_from_meta: the {} bytes on {} are not meta", nbytes_,
+                                        device_.str()));
+  owned_ = true;
+  reallocate_bytes();
+  return std::move(recipe_);
+}
+
 void Storage::release() {
+  if (recipe_) throw Error(fmt::format("Storage::release: {} bytes on {} are meta (never allocated)", nbytes_, device_.str()));
   if (!owned_) throw Error(fmt::format("Storage::release: {} bytes on {} were adopted, not allocated here", nbytes_, device_.str()));
   if (released_) return;
   if (data_ != nullptr) deleter_(data_);

@@ -87,6 +87,11 @@ const std::shared_ptr<Storage>& Tensor::storage() const {
 
 void* Tensor::data_ptr() const {
   check_defined("data_ptr");
+  if (impl_->storage->is_meta())
+    throw Error(fmt::format("Tensor::data_ptr: this {} tensor of shape {} is not materialised: it was made under "
+                            "accel::DeferredInit (init_empty_weights) and has a shape but no data; prepare its model "
+                            "with an Accelerator, or call nn::materialize, before reading it",
+                            dtype_name(impl_->dtype), shape_str(impl_->shape)));
   if (impl_->storage->is_released())
     throw Error(fmt::format("Tensor::data_ptr: the data of this {} tensor of shape {} was released (a sharded "
                             "parameter read outside its unit's forward and backward? gather it first, e.g. "

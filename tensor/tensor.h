@@ -59,6 +59,9 @@ class Tensor {
 
   const std::shared_ptr<Storage>& storage() const;
   void* data_ptr() const;  // first element of this view (a device pointer on CUDA)
+  // A meta tensor has a shape, dtype and device but no data yet: made under DeferredInit
+  // (tensor/deferred_init.h), its values are a recipe until it is materialised.
+  bool is_meta() const { return impl_ && impl_->storage && impl_->storage->is_meta(); }
   template <class T>
   T* data() const {
     check_dtype_for_access(dtype_of<T>());

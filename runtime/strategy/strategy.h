@@ -61,6 +61,9 @@ class Strategy {
   // Whether it takes models with tensor-parallel layers (nn::parallel::SplitLayer): the others keep
   // every parameter whole and refuse them in prepare.
   virtual bool splits_layers() const { return false; }
+  // Whether prepare_model takes meta parameters (a model built under DeferredInit) and materialises
+  // only this rank's shard of them. Otherwise the Accelerator materialises them whole first.
+  virtual bool materializes_parameter_shards() const { return false; }
 
   // --- prepare --------------------------------------------------------------------------------
   // Places the model on the device, makes every rank start from the same state, and installs what

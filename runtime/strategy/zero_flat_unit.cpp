@@ -9,6 +9,7 @@
 
 #include "autograd/grad_mode.h"
 #include "tensor/creation.h"
+#include "tensor/meta_tensor.h"
 #include "tensor/nograd/copy.h"
 #include "tensor/nograd/elementwise.h"
 #include "tensor/nograd/views.h"
@@ -42,6 +43,24 @@ FlatUnit::FlatUnit(std::string name, const nn::StateDict& params, int rank, int 
   // are zero, so no optimizer moves it).
   padded_ = (numel_ + world_size - 1) / world_size * world_size;
   NoGradGuard no_grad;
+  const bool deferred = std::any_of(params_.begin(), params_.end(), [](const Tensor& p) { return p.is_meta(); });
+  if (deferred) {
+    const DType dtype = params_[0].dtype();
+    const Device device = params_[0].device();
+    full_ = Tensor::make_view(Storage::unallocated(static_cast<size_t>(padded_) * dtype_size(dtype), device),
+                              {padded_}, {1}, 0, dtype);
+    for (size_t i = 0; i < params_.size(); ++i) {
+      const Tensor& p = params_[i];
+      // Checked whole here, so that every rank refuses it, not only the ranks whose slice has a hole.
+      if (p.is_meta())
+        if (const std::string missing = p.storage()->recipe()->uncovered(p.offset(), p.numel()); !missing.empty())
+          throw Error(fmt::format("FlatUnit '{}': parameter '{}' ({} {}) cannot be materialised: {}", name_, names_[i],
+                                  dtype_name(p.dtype()), shape_str(p.shape()), missing));
+      deferred_sources_.push_back(Tensor::make_view(p.storage(), p.shape(), p.strides(), p.offset(), p.dtype()));
+      p.set_data(param_view(full_, i));
+    }
+    return;
+  }
   full_ = zeros({padded_}, params_[0].dtype(), params_[0].device());
   for (size_t i = 0; i < params_.size(); ++i) {
     const Tensor view = param_view(full_, i);
@@ -51,6 +70,27 @@ FlatUnit::FlatUnit(std::string name, const nn::StateDict& params, int rank, int 
 }
 
 Tensor FlatUnit::shard_of(const Tensor& flat) const { return nograd::narrow(flat, 0, shard_offset(), shard_numel()); }
+
+Tensor FlatUnit::take_initial_shard() {
+  NoGradGuard no_grad;
+  if (deferred_sources_.empty()) return nograd::clone(shard_of(full_));
+  Tensor shard = zeros({shard_numel()}, dtype(), device());  // the padding is zero
+  for (size_t i = 0; i < params_.size(); ++i) {
+    const HeldRun run = held_run(i);
+    if (run.numel == 0) continue;
+    const Tensor dst = nograd::narrow(shard, 0, run.shard_offset, run.numel);
+    const Tensor& source = deferred_sources_[i];
+    try {
+      if (source.is_meta()) materialize_run(source, run.param_offset, dst);
+      else nograd::copy_(dst, nograd::narrow(nograd::view(nograd::contiguous(source), {source.numel()}), 0,
+                                             run.param_offset, run.numel));
+    } catch (const Error& e) {
+      throw Error(fmt::format("FlatUnit '{}': parameter '{}': {}", name_, names_[i], e.what()));
+    }
+  }
+  deferred_sources_.clear();
+  return shard;
+}
 
 FlatUnit::HeldRun FlatUnit::held_run(size_t i) const {
   const int64_t begin = std::max(shard_offset(), offsets_[i]);

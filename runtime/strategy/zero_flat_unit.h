@@ -21,7 +21,9 @@ namespace accel {
 class FlatUnit {
  public:
   // Moves the params' values into a new flat buffer and makes each param a view of it. The params
-  // must be distinct leaves of one floating dtype on one device.
+  // must be distinct leaves of one floating dtype on one device. When some are meta tensors
+  // (DeferredInit), the buffer starts unallocated (released) and nothing is copied: the values come
+  // to this rank's slice only, through take_initial_shard().
   FlatUnit(std::string name, const nn::StateDict& params, int rank, int world_size);
 
   const std::string& name() const { return name_; }
@@ -40,6 +42,11 @@ class FlatUnit {
   const Tensor& full() const { return full_; }
   // This rank's slice of a flat tensor of this layout (a view).
   Tensor shard_of(const Tensor& flat) const;
+  // A new tensor holding this rank's slice of the params' initial values: a copy of the flat
+  // buffer's slice, or for a unit of meta params the slice materialised from their recipes (bitwise
+  // the values a full init gives those elements), so the rank never holds the whole unit. Once: it
+  // lets go of the params' meta tensors.
+  Tensor take_initial_shard();
   // The elements of param i (flattened) that this rank's slice holds: one run, as where it starts in
   // the param and how many (0 when the slice holds none of it; never padding).
   struct HeldRun {
@@ -74,6 +81,7 @@ class FlatUnit {
   int world_size_ = 1;
   Tensor full_;
   Tensor full_grad_;
+  std::vector<Tensor> deferred_sources_;  // a unit of meta params: each param's data before the move
 };
 
 }  // namespace accel

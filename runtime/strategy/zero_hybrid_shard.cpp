@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "autograd/grad_mode.h"
+#include "runtime/strategy/deferred_init_agreement.h"
 #include "tensor/creation.h"
 #include "tensor/nograd/copy.h"
 
@@ -30,6 +31,11 @@ DataShard HybridShard::data_shard() const {
 void HybridShard::broadcast_from_main(const nn::StateDict& entries) const {
   broadcast_from_rank0(entries, [this](const Tensor&) -> Communicator& { return *replicate_; }, "hybrid_shard replicas");
   ZeroStage3::broadcast_from_main(entries);
+}
+
+void HybridShard::check_deferred_init(const nn::StateDict& entries) const {
+  check_deferred_init_agrees(entries, *replicate_, name() + " replicas");
+  ZeroStage3::check_deferred_init(entries);
 }
 
 void HybridShard::before_backward(bool sync) {

@@ -53,6 +53,8 @@ class HybridShard final : public ZeroStage3 {
   // Across the replicate group from the replica holding world rank 0, then within each shard group
   // from its rank 0: every rank ends with world rank 0's values.
   void broadcast_from_main(const nn::StateDict& entries) const override;
+  // Across the replicate group, then within the shard group.
+  void check_deferred_init(const nn::StateDict& entries) const override;
 
  private:
   void all_reduce_shard_grads();

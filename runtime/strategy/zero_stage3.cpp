@@ -8,6 +8,7 @@
 
 #include "autograd/grad_mode.h"
 #include "autograd/node.h"
+#include "runtime/strategy/deferred_init_agreement.h"
 #include "runtime/strategy/zero_auto_wrap.h"
 #include "tensor/creation.h"
 #include "tensor/nograd/copy.h"
@@ -25,7 +26,10 @@ void ZeroStage3::prepare_model(nn::Module& model) {
   for (const auto& u : units_)
     if (u->model == &model) throw Error("Accelerator::prepare: this model was prepared already");
   model.to(device());
-  broadcast_from_main(model.named_parameters());  // every rank starts from rank 0's values
+  // Every rank starts from rank 0's values; deferred-init parameters from their recipes, which must
+  // agree (checked first, so that no rank broadcasts what another materialises).
+  check_deferred_init(model.named_parameters());
+  broadcast_from_main(materialised_entries(model.named_parameters()));
   broadcast_from_main(model.named_buffers());
   const std::vector<WrappedUnit> wrapped = auto_wrap_units(model, auto_wrap_);
   if (wrapped.empty()) throw Error("Accelerator::prepare: under ZeRO the model must have parameters");
@@ -34,7 +38,7 @@ void ZeroStage3::prepare_model(nn::Module& model) {
   for (const WrappedUnit& w : wrapped) {
     Unit& unit = add_unit(model, w.name.empty() ? "(root)" : w.name, w.params);
     // The rank keeps a copy of its slice; the whole buffer is given back until the unit is used.
-    unit.shard = nograd::clone(unit.flat->shard_of(unit.flat->full()));
+    unit.shard = unit.flat->take_initial_shard();
     unit.shard.requires_grad_();
     split_master(unit, /*own_shard=*/true);  // under bf16/fp16: an f32 master slice, a 16-bit shard
     unit.flat->full().storage()->release();

@@ -39,6 +39,8 @@ class ZeroStage3 : public ZeroStrategy {
              bool reshard_after_forward);
 
   void prepare_model(nn::Module& model) override;
+  // A deferred-init model's parameters are materialised slice by slice, in the flat units.
+  bool materializes_parameter_shards() const override { return true; }
   void before_backward(bool sync) override;
   void after_backward() override;
   void backward_failed() override;

@@ -9,6 +9,7 @@
 #include <unordered_set>
 
 #include "autograd/grad_mode.h"
+#include "runtime/strategy/deferred_init_agreement.h"
 #include "tensor/creation.h"
 #include "tensor/nograd/copy.h"
 #include "tensor/nograd/elementwise.h"
@@ -49,6 +50,10 @@ DataShard ZeroStrategy::data_shard() const { return {comm_->rank(), comm_->size(
 
 void ZeroStrategy::broadcast_from_main(const nn::StateDict& entries) const {
   broadcast_from_rank0(entries, [this](const Tensor&) -> Communicator& { return *comm_; }, "zero");
+}
+
+void ZeroStrategy::check_deferred_init(const nn::StateDict& entries) const {
+  check_deferred_init_agrees(entries, *comm_, name());
 }
 
 ZeroStrategy::Unit& ZeroStrategy::add_unit(const nn::Module& model, const std::string& name,

@@ -95,6 +95,10 @@ class ZeroStrategy : public Strategy {
   Device device() const { return device_; }
   // Every rank takes rank 0's values (virtual: a hybrid mesh broadcasts across its replicas too).
   virtual void broadcast_from_main(const nn::StateDict& entries) const;
+  // Collective: refuses on every rank a model whose deferred-init (meta) entries differ from rank 0's
+  // (they are never broadcast: each rank materialises its slices from its own recipes). Virtual: a
+  // hybrid mesh checks across its replicas too.
+  virtual void check_deferred_init(const nn::StateDict& entries) const;
   // Adds a unit of model over params; stage 3 passes a shard of its own (see Unit::shard).
   Unit& add_unit(const nn::Module& model, const std::string& name, const nn::StateDict& params);
   // Starts averaging flat_grad (a flat tensor of the unit's layout) across the ranks, each rank

@@ -41,7 +41,13 @@ AcceleratorOptions options_for(const ZeroSpec& spec) {
 
 ZeroRun train_zero(const ZeroSpec& spec, uint64_t seed) {
   Accelerator accelerator(options_for(spec));
-  auto model = make_odd_mlp(seed + static_cast<uint64_t>(accelerator.process_index()));
+  std::shared_ptr<nn::Sequential> model;
+  if (spec.deferred_init) {
+    DeferredInit deferred;
+    model = make_odd_mlp(seed);
+  } else {
+    model = make_odd_mlp(seed + static_cast<uint64_t>(accelerator.process_index()));
+  }
   auto optimizer = make_optimizer(spec.optimizer, model->parameters());
   const int64_t micro_batch = 8;
   DataLoader loader(odd_data(micro_batch * spec.accumulation_steps * spec.steps),

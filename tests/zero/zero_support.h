@@ -31,6 +31,8 @@ struct ZeroSpec {
   // > 0: FSDP's HYBRID_SHARD (stage 3 within shard groups of this many ranks, replicated across them);
   // zero_stage must then be 3.
   int hybrid_shard_size = 0;
+  // Build the model under DeferredInit, every rank from the same seed (nothing is broadcast for it).
+  bool deferred_init = false;
 };
 
 struct ZeroRun {
@@ -42,7 +44,7 @@ struct ZeroRun {
 };
 
 // 20 steps of global batch 8 per micro-step (split_batches), every rank starting from seed + rank
-// (prepare takes rank 0's).
+// (prepare takes rank 0's), or under deferred_init every rank from seed.
 ZeroRun train_zero(const ZeroSpec& spec, uint64_t seed);
 
 // max over i of |a_i - b_i| / |b_i|: for values such as losses that are never near 0.
