@@ -84,6 +84,20 @@ std::vector<Tensor> checked_grads(const char* op, const std::vector<Tensor>& par
   return out;
 }
 
+// Every grad defined, floating and on grads[0]'s device.
+void check_grad_list(const char* op, const std::vector<Tensor>& grads) {
+  for (size_t i = 0; i < grads.size(); ++i) {
+    const Tensor& g = grads[i];
+    if (!g.defined()) throw Error(fmt::format("{}: grads[{}] is undefined", op, i));
+    if (!is_floating(g.dtype()))
+      throw Error(fmt::format("{}: grads[{}] is {}, expected a floating dtype (f64, f32, f16, bf16)", op, i,
+                              dtype_name(g.dtype())));
+    if (g.device() != grads[0].device())
+      throw Error(fmt::format("{}: grads[{}] is on {} but grads[0] is on {}", op, i, g.device().str(),
+                              grads[0].device().str()));
+  }
+}
+
 }  // namespace
 
 void sgd_step_(const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
@@ -132,17 +146,8 @@ bool unscale_and_check_(const std::vector<Tensor>& grads, double inv_scale) {
   const char* op = "unscale_and_check_";
   if (!std::isfinite(inv_scale) || inv_scale <= 0.0)
     throw Error(fmt::format("{}: inv_scale must be finite and > 0, got {}", op, inv_scale));
-  for (size_t i = 0; i < grads.size(); ++i) {
-    const Tensor& g = grads[i];
-    if (!g.defined()) throw Error(fmt::format("{}: grads[{}] is undefined", op, i));
-    if (!is_floating(g.dtype()))
-      throw Error(fmt::format("{}: grads[{}] is {}, expected a floating dtype (f64, f32, f16, bf16)", op, i,
-                              dtype_name(g.dtype())));
-    if (g.device() != grads[0].device())
-      throw Error(fmt::format("{}: grads[{}] is on {} but grads[0] is on {}", op, i, g.device().str(),
-                              grads[0].device().str()));
-    check_contiguous(op, g, "grads", i);
-  }
+  check_grad_list(op, grads);
+  for (size_t i = 0; i < grads.size(); ++i) check_contiguous(op, grads[i], "grads", i);
   if (grads.empty()) return false;
   if (grads[0].device().is_cpu()) return cpu::unscale_and_check_(grads, inv_scale);
 #if ACCEL_WITH_CUDA
@@ -157,16 +162,7 @@ double grad_norm_power(const std::vector<Tensor>& grads, double norm_type) {
   const bool inf = std::isinf(norm_type) && norm_type > 0;
   if (!inf && !(norm_type > 0 && std::isfinite(norm_type)))
     throw Error(fmt::format("{}: norm_type must be > 0 or inf, got {}", op, norm_type));
-  for (size_t i = 0; i < grads.size(); ++i) {
-    const Tensor& g = grads[i];
-    if (!g.defined()) throw Error(fmt::format("{}: grads[{}] is undefined", op, i));
-    if (!is_floating(g.dtype()))
-      throw Error(fmt::format("{}: grads[{}] is {}, expected a floating dtype (f64, f32, f16, bf16)", op, i,
-                              dtype_name(g.dtype())));
-    if (g.device() != grads[0].device())
-      throw Error(fmt::format("{}: grads[{}] is on {} but grads[0] is on {}", op, i, g.device().str(),
-                              grads[0].device().str()));
-  }
+  check_grad_list(op, grads);
   if (grads.empty()) return 0.0;
   if (grads[0].device().is_cpu()) {
     std::vector<Tensor> dense;

@@ -4,8 +4,6 @@
 // a scalar tail; and the f32 gelu op gives those bits too, whichever form it takes.
 #include <doctest/doctest.h>
 
-#include <cmath>
-#include <cstring>
 #include <limits>
 #include <vector>
 
@@ -13,6 +11,7 @@
 #include "kernels/activation_math.h"
 #include "tensor/cpu/activation_avx2.h"
 #include "tensor/nograd/elementwise.h"
+#include "tests/tensor/float_sweep.h"
 
 using namespace accel;
 
@@ -20,38 +19,8 @@ namespace {
 
 // Floats a few ulps either side of the places gelu_f32 clamps or saturates, zero, and the specials.
 std::vector<float> gelu_edges() {
-  std::vector<float> out;
-  for (float e : {0.0f, 1.0f, gelu_detail::kSaturation, 3.0f, 5.5f, std::numeric_limits<float>::min(),
-                  std::numeric_limits<float>::denorm_min(), std::numeric_limits<float>::max()}) {
-    uint32_t b;
-    std::memcpy(&b, &e, sizeof b);
-    for (int d = -3; d <= 3; ++d) {
-      const uint32_t nb = b + static_cast<uint32_t>(d);
-      float f;
-      std::memcpy(&f, &nb, sizeof f);
-      out.push_back(f);
-      out.push_back(-f);
-    }
-  }
-  const float inf = std::numeric_limits<float>::infinity();
-  for (float s : {inf, -inf, std::numeric_limits<float>::quiet_NaN(), -std::numeric_limits<float>::quiet_NaN()})
-    out.push_back(s);
-  return out;
-}
-
-bool same_bits(float a, float b) {
-  if (std::isnan(a) || std::isnan(b)) return std::isnan(a) && std::isnan(b);  // NaN payloads are not kept
-  uint32_t ua, ub;
-  std::memcpy(&ua, &a, sizeof ua);
-  std::memcpy(&ub, &b, sizeof ub);
-  return ua == ub;
-}
-
-size_t count_mismatches(const std::vector<float>& xs, const std::vector<float>& got, float& first) {
-  size_t bad = 0;
-  for (size_t i = 0; i < xs.size(); ++i)
-    if (!same_bits(got[i], gelu_f32(xs[i])) && bad++ == 0) first = xs[i];
-  return bad;
+  return test::around_points({0.0f, 1.0f, gelu_detail::kSaturation, 3.0f, 5.5f, std::numeric_limits<float>::min(),
+                              std::numeric_limits<float>::denorm_min(), std::numeric_limits<float>::max()});
 }
 
 }  // namespace
@@ -59,20 +28,14 @@ size_t count_mismatches(const std::vector<float>& xs, const std::vector<float>& 
 #if defined(ACCEL_HAVE_ACTIVATION_AVX2)
 
 TEST_CASE("AVX2 gelu computes the scalar function's bits") {
-  std::vector<float> xs;
-  for (uint64_t b = 0; b <= 0xffffffffu; b += 61) {
-    const uint32_t u = static_cast<uint32_t>(b);
-    float f;
-    std::memcpy(&f, &u, sizeof f);
-    xs.push_back(f);
-  }
+  std::vector<float> xs = test::bit_pattern_sweep();
   const std::vector<float> edges = gelu_edges();
   xs.insert(xs.end(), edges.begin(), edges.end());
   while (xs.size() % 8 != 5) xs.push_back(1.0f);  // the last 5 take the scalar tail
   std::vector<float> got(xs.size());
   cpu::avx2::gelu_f32(xs.data(), got.data(), static_cast<int64_t>(xs.size()));
   float first = 0;
-  const size_t bad = count_mismatches(xs, got, first);
+  const size_t bad = test::count_mismatches(xs, got, gelu_f32, first);
   INFO("gelu: ", bad, " mismatches, first at x = ", first);
   CHECK(bad == 0);
 }
@@ -84,7 +47,7 @@ TEST_CASE("the f32 gelu op on a contiguous tensor gives the scalar function's bi
   for (int i = -3000; i <= 3000; ++i) xs.push_back(static_cast<float>(i) * 7e-3f);
   const std::vector<float> got = nograd::gelu(from_vector<float>(xs)).to_vector<float>();
   float first = 0;
-  const size_t bad = count_mismatches(xs, got, first);
+  const size_t bad = test::count_mismatches(xs, got, gelu_f32, first);
   INFO("gelu: ", bad, " mismatches, first at x = ", first);
   CHECK(bad == 0);
 }

@@ -13,6 +13,7 @@
 #include "kernels/activation_math.h"
 #include "tensor/cpu/activation_avx512.h"
 #include "tensor/nograd/elementwise.h"
+#include "tests/tensor/float_sweep.h"
 
 using namespace accel;
 
@@ -26,39 +27,7 @@ std::vector<float> activation_edges() {
   for (int octave = 0; octave < 4; ++octave)
     for (int sub = 0; sub < 8; ++sub) edges.push_back(std::ldexp(1.0f + sub / 8.0f, octave) - 1.0f);
   for (int k = -16; k <= 16; ++k) edges.push_back((k + 0.5f) * 0.416f);  // GELU-grad cell edges
-  std::vector<float> out;
-  for (float e : edges) {
-    uint32_t b;
-    std::memcpy(&b, &e, sizeof b);
-    for (int d = -3; d <= 3; ++d) {
-      const uint32_t nb = b + static_cast<uint32_t>(d);
-      float f;
-      std::memcpy(&f, &nb, sizeof f);
-      out.push_back(f);
-      out.push_back(-f);
-    }
-  }
-  const float inf = std::numeric_limits<float>::infinity();
-  for (float s : {inf, -inf, std::numeric_limits<float>::quiet_NaN(), -std::numeric_limits<float>::quiet_NaN(),
-                  std::numeric_limits<float>::signaling_NaN()})
-    out.push_back(s);
-  return out;
-}
-
-bool same_bits(float a, float b) {
-  if (std::isnan(a) || std::isnan(b)) return std::isnan(a) && std::isnan(b);  // NaN payloads are not kept
-  uint32_t ua, ub;
-  std::memcpy(&ua, &a, sizeof ua);
-  std::memcpy(&ub, &b, sizeof ub);
-  return ua == ub;
-}
-
-template <class F>
-size_t count_mismatches(const std::vector<float>& xs, const std::vector<float>& got, F scalar, float& first) {
-  size_t bad = 0;
-  for (size_t i = 0; i < xs.size(); ++i)
-    if (!same_bits(got[i], scalar(xs[i])) && bad++ == 0) first = xs[i];
-  return bad;
+  return test::around_points(edges);
 }
 
 }  // namespace
@@ -69,13 +38,7 @@ namespace {
 
 // Only the AVX-512 case uses it: without AVX-512 (-march=native on such a CPU) it would be unused.
 std::vector<float> bit_sweep() {
-  std::vector<float> xs;
-  for (uint64_t b = 0; b <= 0xffffffffu; b += 61) {
-    const uint32_t u = static_cast<uint32_t>(b);
-    float f;
-    std::memcpy(&f, &u, sizeof f);
-    xs.push_back(f);
-  }
+  std::vector<float> xs = test::bit_pattern_sweep();
   const std::vector<float> edges = activation_edges();
   xs.insert(xs.end(), edges.begin(), edges.end());
   while (xs.size() % 16 != 7) xs.push_back(1.0f);  // the last block is a masked tail
@@ -90,15 +53,15 @@ TEST_CASE("AVX-512 tanh, its grad and gelu's grad compute the scalar functions' 
   std::vector<float> got(xs.size()), ones(xs.size(), 1.0f);
   float first = 0;
   cpu::avx512::tanh_f32(xs.data(), got.data(), static_cast<int64_t>(xs.size()));
-  size_t bad = count_mismatches(xs, got, tanh_f32, first);
+  size_t bad = test::count_mismatches(xs, got, tanh_f32, first);
   INFO("tanh: ", bad, " mismatches, first at x = ", first);
   CHECK(bad == 0);
   cpu::avx512::tanh_backward_f32(ones.data(), xs.data(), got.data(), static_cast<int64_t>(xs.size()));
-  bad = count_mismatches(xs, got, tanh_grad_f32, first);
+  bad = test::count_mismatches(xs, got, tanh_grad_f32, first);
   INFO("tanh grad: ", bad, " mismatches, first at x = ", first);
   CHECK(bad == 0);
   cpu::avx512::gelu_backward_f32(ones.data(), xs.data(), got.data(), static_cast<int64_t>(xs.size()));
-  bad = count_mismatches(xs, got, gelu_grad_f32, first);
+  bad = test::count_mismatches(xs, got, gelu_grad_f32, first);
   INFO("gelu grad: ", bad, " mismatches, first at x = ", first);
   CHECK(bad == 0);
 }
@@ -114,7 +77,7 @@ TEST_CASE("the f32 tanh op, its backward and gelu's on a contiguous tensor give 
   const Tensor gg = nograd::gelu_backward(from_vector<float>(std::vector<float>(xs.size(), 1.0f)), x);
   const std::vector<float> yv = y.to_vector<float>(), gv = g.to_vector<float>(), ggv = gg.to_vector<float>();
   float first = 0;
-  CHECK(count_mismatches(xs, yv, tanh_f32, first) == 0);
-  CHECK(count_mismatches(xs, gv, tanh_grad_f32, first) == 0);
-  CHECK(count_mismatches(xs, ggv, gelu_grad_f32, first) == 0);
+  CHECK(test::count_mismatches(xs, yv, tanh_f32, first) == 0);
+  CHECK(test::count_mismatches(xs, gv, tanh_grad_f32, first) == 0);
+  CHECK(test::count_mismatches(xs, ggv, gelu_grad_f32, first) == 0);
 }
