@@ -25,7 +25,9 @@ using SgemmFn = void (*)(int, int, int, int, int, int, float, const float*, int,
                          float*, int);
 using SetThreadsFn = void (*)(int);
 
-// One BLAS library opened on its own (RTLD_LOCAL keeps each one's cblas_sgemm apart).
+// One BLAS library opened on its own. RTLD_LOCAL keeps its symbols from the others, and RTLD_DEEPBIND
+// makes its own calls (cblas_sgemm into its sgemm kernels, its thread setter) bind to itself rather
+// than to the OpenBLAS that libaccel is linked with, which would otherwise answer them all.
 struct BlasLibrary {
   std::string name;
   SgemmFn sgemm = nullptr;
@@ -33,7 +35,7 @@ struct BlasLibrary {
 };
 
 std::optional<BlasLibrary> open_library(const std::string& name, const std::string& path) {
-  void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_DEEPBIND);
   if (!handle) return std::nullopt;
   BlasLibrary lib{name, reinterpret_cast<SgemmFn>(dlsym(handle, "cblas_sgemm"))};
   for (const char* setter : {"openblas_set_num_threads", "bli_thread_set_num_threads"})
