@@ -126,7 +126,12 @@ void FlatUnit::convert_to(DType dtype) {
     throw Error(fmt::format("FlatUnit::convert_to '{}': expected a floating dtype, got {}", name_, dtype_name(dtype)));
   NoGradGuard no_grad;
   drop_grads();
-  Tensor converted = nograd::to_dtype(full_, dtype);
+  // A released buffer (stage 3, deferred init) has no values to convert, only a dtype to change.
+  Tensor converted = full_.storage()->is_released()
+                         ? Tensor::make_view(Storage::unallocated(static_cast<size_t>(padded_) * dtype_size(dtype),
+                                                                  full_.device()),
+                                             {padded_}, {1}, 0, dtype)
+                         : nograd::to_dtype(full_, dtype);
   for (size_t i = 0; i < params_.size(); ++i) params_[i].set_data(param_view(converted, i));
   full_ = converted;
 }

@@ -74,11 +74,11 @@ void ZeroStrategy::split_master(Unit& unit, bool own_shard) {
     return;
   }
   NoGradGuard no_grad;
-  unit.master = nograd::clone(unit.flat->shard_of(unit.flat->full()));
+  // A rank that owns its slice (stage 3) reads it there: under deferred init the full buffer never held data.
+  unit.master = nograd::clone(own_shard ? unit.shard : unit.flat->shard_of(unit.flat->full()));
   unit.master.requires_grad_();
   unit.flat->convert_to(model_dtype_);
-  const Tensor slice = unit.flat->shard_of(unit.flat->full());
-  unit.shard = own_shard ? nograd::clone(slice) : slice;
+  unit.shard = own_shard ? nograd::to_dtype(unit.master, model_dtype_) : unit.flat->shard_of(unit.flat->full());
   unit.shard.requires_grad_();
 }
 

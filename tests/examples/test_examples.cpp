@@ -75,7 +75,10 @@ TEST_CASE("mlp_classifier reaches 97 % held-out accuracy; --save then --init rep
 }
 
 TEST_CASE("char_gpt's loss falls clearly below the unigram entropy of its text") {
-  const Run r = run(example("char_gpt") + " --steps 150 --sample-length 80");
+  // The text is the project's own source, so its entropy and the trajectory move with every change
+  // to it: 250 steps keep both losses some 12 % under the bound (at 150 the train loss's moving
+  // average had come within 1 % of it).
+  const Run r = run(example("char_gpt") + " --steps 250 --sample-length 80");
   INFO(r.output);
   REQUIRE(r.status == 0);
   const auto v = final_values(r.output);
