@@ -416,6 +416,12 @@ EffectiveSettings resolve_settings(const AcceleratorOptions& o, const Env& env) 
   resolve_fp8(o, env, file, s);
   resolve_sharding(o, env, file, s);
   resolve_hybrid_shard_size(o, env, file, s);
+  // Under ZeRO with bf16/fp16 the grads are 16-bit, and by default they travel so, as DeepSpeed's
+  // communication_data_type and FSDP's reduce_dtype do; a grad_comm_dtype f32 given anywhere
+  // reduce-scatters them in f32 (docs/zero.md).
+  const bool sixteen_bit = s.mixed_precision.value == MixedPrecision::bf16 || s.mixed_precision.value == MixedPrecision::fp16;
+  if (s.zero_stage.value > 0 && sixteen_bit && s.grad_comm_dtype.source == "default")
+    s.grad_comm_dtype = {GradCommDType::compute, "default under ZeRO with bf16/fp16"};
   const std::optional<ParallelismConfig>& parallel = o.parallelism_config;
   if (parallel && parallel->dp_size < 0)
     throw Error(fmt::format("Accelerator: ParallelismConfig dp_size {} must be 0 (the world / tp_size) or positive",

@@ -15,8 +15,7 @@ HybridShard::HybridShard(Device device, std::shared_ptr<Communicator> shard, std
                          DType comm_dtype, AutoWrapPolicy auto_wrap, bool reshard_after_forward)
     : ZeroStage3(device, shard, comm_dtype, std::move(auto_wrap), reshard_after_forward),
       shard_(std::move(shard)),
-      replicate_(std::move(replicate)),
-      comm_dtype_(comm_dtype) {
+      replicate_(std::move(replicate)) {
   if (!replicate_) throw Error("HybridShard: got a null replicate communicator");
 }
 
@@ -64,8 +63,7 @@ void HybridShard::all_reduce_shard_grads() {
   std::vector<InFlight> flights;
   for (const auto& u : units_) {
     if (!u->shard_grad.defined()) continue;
-    const bool narrow_wire = u->shard_grad.dtype() == DType::f32 && comm_dtype_ != DType::f32;
-    Tensor wire = narrow_wire ? nograd::to_dtype(u->shard_grad, comm_dtype_) : u->shard_grad;
+    Tensor wire = wire_of(u->shard_grad);
     Work work = replicate_->all_reduce_async(
         wire, ReduceOp::avg, CallSite::gradient_sync(fmt::format("hybrid_shard all-reduce of {}", u->flat->name())));
     flights.push_back({std::move(work), wire, u->shard_grad});

@@ -61,7 +61,6 @@ class HybridShard final : public ZeroStage3 {
 
   std::shared_ptr<Communicator> shard_;
   std::shared_ptr<Communicator> replicate_;
-  DType comm_dtype_;
   bool sync_ = true;
 };
 

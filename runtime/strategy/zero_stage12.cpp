@@ -95,7 +95,7 @@ void ZeroStage12::launch_ready() {
     Unit& unit = *units_[next_launch_++];
     // The unit's grads into one flat buffer (a parameter without a grad counts as zeros), which the
     // reduce-scatter holds until it is done; the parameters' own grads are no longer needed.
-    Tensor flat = zeros({unit.flat->padded_numel()}, unit.flat->dtype(), unit.flat->device());
+    Tensor flat = zeros({unit.flat->padded_numel()}, comm_dtype(), unit.flat->device());  // in the wire's dtype
     for (size_t j = 0; j < unit.flat->params().size(); ++j) {
       const Tensor& p = unit.flat->params()[j];
       if (p.grad().defined()) nograd::copy_(unit.flat->param_view(flat, j), p.grad());
@@ -110,7 +110,11 @@ void ZeroStage12::after_backward() {
   in_backward_ = false;
   if (!sync_) return;  // an early micro-step: the grads stay local, nothing is sent
   if (stage() == 1) {
-    for (auto& u : units_) start_slice_reduce_scatter(*u);
+    // A wire wider than the grads is an f32 copy of a unit's: one unit at a time, so one is alive.
+    for (auto& u : units_) {
+      start_slice_reduce_scatter(*u);
+      if (widens(*u)) finish_slice_reduce_scatter(*u);
+    }
     for (auto& u : units_) finish_slice_reduce_scatter(*u);
     refresh_master_grads();
     return;

@@ -85,7 +85,9 @@ void ZeroStrategy::split_master(Unit& unit, bool own_shard) {
 void ZeroStrategy::refresh_master_grads() {
   NoGradGuard no_grad;
   for (auto& u : units_)
-    if (has_own_master(*u) && u->shard_grad.defined()) u->master.set_grad(nograd::to_dtype(u->shard_grad, DType::f32));
+    if (has_own_master(*u) && u->shard_grad.defined())  // a copy: the precision unscales it in place
+      u->master.set_grad(u->shard_grad.dtype() == DType::f32 ? nograd::clone(u->shard_grad)
+                                                              : nograd::to_dtype(u->shard_grad, DType::f32));
 }
 
 void ZeroStrategy::load_masters(const nn::Module& model, const nn::StateDict& state) {
@@ -179,10 +181,13 @@ double ZeroStrategy::combine_norm(double local, bool inf_norm) const {
   return value.item();
 }
 
+Tensor ZeroStrategy::wire_of(const Tensor& flat_grad) const {
+  return nograd::to_dtype(flat_grad, comm_dtype_);
+}
+
 void ZeroStrategy::start_reduce_scatter(Unit& unit, const Tensor& flat_grad) {
   NoGradGuard no_grad;
-  const bool narrow_wire = flat_grad.dtype() == DType::f32 && comm_dtype_ != DType::f32;
-  unit.wire_in = narrow_wire ? nograd::to_dtype(flat_grad, comm_dtype_) : flat_grad;
+  unit.wire_in = wire_of(flat_grad);
   unit.wire_out = empty({unit.flat->shard_numel()}, unit.wire_in.dtype(), unit.wire_in.device());
   unit.work = comm_->reduce_scatter_async(unit.wire_in, unit.wire_out, ReduceOp::avg,
                                           CallSite::gradient_sync(fmt::format("zero reduce-scatter of {}", unit.flat->name())));
@@ -193,8 +198,7 @@ void ZeroStrategy::finish_reduce_scatter(Unit& unit, bool add) {
   NoGradGuard no_grad;
   unit.work.wait();
   unit.work = Work();
-  Tensor slice = unit.wire_out.dtype() == unit.flat->dtype() ? unit.wire_out
-                                                               : nograd::to_dtype(unit.wire_out, unit.flat->dtype());
+  Tensor slice = widens(unit) ? unit.wire_out : nograd::to_dtype(unit.wire_out, unit.flat->dtype());
   unit.wire_in = Tensor();
   unit.wire_out = Tensor();
   if (add && unit.shard_grad.defined()) nograd::add_(unit.shard_grad, slice);
@@ -205,8 +209,7 @@ void ZeroStrategy::finish_reduce_scatter(Unit& unit, bool add) {
 void ZeroStrategy::start_slice_reduce_scatter(Unit& unit) {
   NoGradGuard no_grad;
   const Tensor& flat_grad = unit.flat->full_grad();
-  const bool narrow_wire = flat_grad.dtype() == DType::f32 && comm_dtype_ != DType::f32;
-  unit.wire_in = narrow_wire ? nograd::to_dtype(flat_grad, comm_dtype_) : flat_grad;
+  unit.wire_in = wire_of(flat_grad);
   unit.wire_out = unit.flat->shard_of(unit.wire_in);  // this rank's slot of the input: in place
   unit.work = comm_->reduce_scatter_async(unit.wire_in, unit.wire_out, ReduceOp::avg,
                                           CallSite::gradient_sync(fmt::format("zero reduce-scatter of {}", unit.flat->name())));
@@ -218,6 +221,16 @@ void ZeroStrategy::finish_slice_reduce_scatter(Unit& unit) {
   unit.work.wait();
   unit.work = Work();
   const Tensor& flat_grad = unit.flat->full_grad();
+  if (widens(unit)) {
+    Tensor slice = nograd::clone(unit.wire_out);
+    unit.wire_in = Tensor();
+    unit.wire_out = Tensor();
+    nograd::zero_(flat_grad);
+    if (unit.shard_grad.defined()) nograd::add_(slice, unit.shard_grad);
+    unit.shard_grad = slice;
+    unit.shard.set_grad(slice);
+    return;
+  }
   const Tensor slice = unit.flat->shard_of(flat_grad);
   if (!is_view_of(unit.wire_out, flat_grad)) nograd::copy_(slice, unit.wire_out);
   unit.wire_in = Tensor();

@@ -22,7 +22,8 @@ namespace accel {
 class ZeroStrategy : public Strategy {
  public:
   // comm: the strategy's own communicator (its collectives run on its thread). comm_dtype: the
-  // dtype f32 grads travel in (grad_comm_dtype).
+  // dtype grads travel in (grad_comm_dtype): f32 grads rounded to it, or under sharded masters 16-bit
+  // grads widened to f32, whose averaged slice then stays f32.
   ZeroStrategy(int stage, Device device, std::shared_ptr<Communicator> comm, DType comm_dtype);
   ~ZeroStrategy() override;
 
@@ -92,6 +93,7 @@ class ZeroStrategy : public Strategy {
   };
 
   Communicator& comm() const { return *comm_; }
+  DType comm_dtype() const { return comm_dtype_; }
   Device device() const { return device_; }
   // Every rank takes rank 0's values (virtual: a hybrid mesh broadcasts across its replicas too).
   virtual void broadcast_from_main(const nn::StateDict& entries) const;
@@ -103,7 +105,8 @@ class ZeroStrategy : public Strategy {
   Unit& add_unit(const nn::Module& model, const std::string& name, const nn::StateDict& params);
   // Starts averaging flat_grad (a flat tensor of the unit's layout) across the ranks, each rank
   // receiving its slice. finish_reduce_scatter waits for it and adds the slice to shard_grad
-  // (stage 1 replaces it: its flat grads hold everything since zero_grad).
+  // (stage 1 replaces it: its flat grads hold everything since zero_grad). shard_grad is in the
+  // grads' dtype, or in the wire's where that is wider (16-bit grads averaged in f32).
   void start_reduce_scatter(Unit& unit, const Tensor& flat_grad);
   void finish_reduce_scatter(Unit& unit, bool add);
   // Stage 1: reduce-scatters the unit's full flat grad in place, so the averaged slice lands in this
@@ -111,6 +114,8 @@ class ZeroStrategy : public Strategy {
   // holds no grad buffer beyond the full grads (4Ψ + 4Ψ + 8Ψ/N in all) and sends 2Ψ with the
   // all-gather. A slice averaged at an earlier sync since zero_grad is carried aside by
   // carry_synced_slice before the next backward and added back here, so syncing twice sums as DDP.
+  // A wire wider than the grads (16-bit grads, f32 wire) is a copy: the f32 slice becomes a
+  // shard_grad of its own and the whole flat grad is zeroed.
   void start_slice_reduce_scatter(Unit& unit);
   void finish_slice_reduce_scatter(Unit& unit);
   void carry_synced_slice(Unit& unit);
@@ -127,6 +132,10 @@ class ZeroStrategy : public Strategy {
   // After the shards' update: stages 1 and 2 all-gather the parameters, stage 3 waits for the next
   // forward.
   virtual void after_shard_update(Unit& unit) = 0;
+  // flat_grad in the dtype it travels in (itself where that is its dtype).
+  Tensor wire_of(const Tensor& flat_grad) const;
+  // Whether the wire is wider than the unit's grads (16-bit grads reduce-scattered in f32).
+  bool widens(const Unit& unit) const { return dtype_size(comm_dtype_) > dtype_size(unit.flat->dtype()); }
   // Forgets half-finished reduce-scatters (a backward that threw).
   void wait_all_quietly();
 

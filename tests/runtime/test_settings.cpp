@@ -71,6 +71,31 @@ TEST_CASE("a choice in code may be the enum or its name; resolved settings are t
                        "Accelerator: mixed_precision 'fp4' from code is not valid; expected no, fp16, bf16 or fp8", Error);
 }
 
+TEST_CASE("grad_comm_dtype: f32 by default, the compute dtype by default under ZeRO with bf16/fp16, as given when given") {
+  const EnvironmentVariables env{{"ACCEL_CONFIG_FILE", "/nonexistent/accel-test-settings.yaml"}};
+  AcceleratorOptions o;
+  o.mixed_precision = "bf16";
+  CHECK(resolve_settings(o, env).grad_comm_dtype.value == GradCommDType::f32);  // DDP's f32 all-reduce
+  o.deepspeed_plugin = DeepSpeedPlugin{.zero_stage = 2, .gradient_accumulation_steps = std::nullopt};
+  EffectiveSettings s = resolve_settings(o, env);
+  CHECK(s.grad_comm_dtype.value == GradCommDType::compute);
+  CHECK(s.describe().find("grad_comm_dtype=compute (default under ZeRO with bf16/fp16)") != std::string::npos);
+  o.mixed_precision = "no";  // f32 grads: f32 stays the default
+  CHECK(resolve_settings(o, env).grad_comm_dtype.value == GradCommDType::f32);
+  o.mixed_precision = "fp16";
+  o.grad_comm_dtype = "f32";  // given: ZeRO widens its 16-bit grads to f32 for the reduce-scatter
+  s = resolve_settings(o, env);
+  CHECK(s.grad_comm_dtype.value == GradCommDType::f32);
+  CHECK(s.grad_comm_dtype.source == "code");
+  o.grad_comm_dtype.reset();
+  CHECK(resolve_settings(o, {{"ACCEL_CONFIG_FILE", "/nonexistent/accel-test-settings.yaml"},
+                             {"ACCEL_GRAD_COMM_DTYPE", "f32"}})
+            .grad_comm_dtype.value == GradCommDType::f32);
+  o.deepspeed_plugin.reset();
+  o.fsdp_plugin = FSDPPlugin{.sharding_strategy = ShardingStrategy::full_shard, .auto_wrap = {}};
+  CHECK(resolve_settings(o, env).grad_comm_dtype.value == GradCommDType::compute);
+}
+
 TEST_CASE("the config file reads and writes the typed choices through the same tables") {
   ConfigFile c = parse_config("mixed_precision: fp16\nbackend: nccl\n", "test.yaml");
   CHECK(c.mixed_precision == MixedPrecision::fp16);

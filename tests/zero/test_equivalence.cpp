@@ -248,3 +248,43 @@ TEST_CASE("every stage equals DDP under bf16 and fp16 (sharded f32 masters, the 
 }
 
 }  // namespace test
+
+namespace test {
+
+TEST_CASE("grad_comm_dtype f32 under bf16 and fp16: every stage's f32 reduce-scatter is DDP's f32 all-reduce") {
+  // With grad_comm_dtype f32 the 16-bit grads are widened for the reduce-scatter and the averaged slice
+  // stays f32, so the cross-rank sum is f32's, as DDP's default all-reduce of its f32 grads (which are
+  // the same 16-bit grads, upcast exactly: each parameter of odd_mlp is read once). Without
+  // accumulation the only difference is the order of the f32 sum over the ranks (none on 2 ranks).
+  // With accumulation stages 1 and 2 add the micro-steps' grads in 16-bit before the sync, where DDP
+  // adds them in f32: one 16-bit rounding of the sum, bounded as in the test above. Stage 3 averages
+  // each micro-step and adds the f32 averages: f32 rounding only.
+  for (const std::string precision : {"bf16", "fp16"}) {
+    for (const int stage : {1, 2, 3}) {
+      for (const int k : {1, 2}) {
+        INFO("rank ", world()->rank(), " of ", world()->size(), ", ", precision, ", stage ", stage, ", accumulation ", k);
+        ZeroSpec spec{.zero_stage = 0, .accumulation_steps = k, .mixed_precision = precision, .clip_norm = 0.05};
+        const ZeroRun ddp = train_zero(spec, 23);
+        spec.zero_stage = stage;
+        spec.grad_comm_dtype = "f32";
+        const ZeroRun wide = train_zero(spec, 23);
+        spec.grad_comm_dtype = "";  // the default: 16-bit reduce-scatters
+        const ZeroRun narrow = train_zero(spec, 23);
+        const double losses = max_rel_diff(wide.losses, ddp.losses), weights = rel_diff(wide.weights, ddp.weights),
+                     norms = max_rel_diff(wide.norms, ddp.norms), narrow_weights = rel_diff(narrow.weights, ddp.weights);
+        INFO("f32 wire against DDP: losses ", losses, ", weights ", weights, ", norms ", norms,
+             "; the 16-bit wire's weights ", narrow_weights);
+        const bool sums_in_f32 = k == 1 || stage == 3;
+        const double tolerance = sums_in_f32 ? (world()->size() == 2 ? 0 : 1e-5) : 3e-2;
+        CHECK(wide.skipped_steps == ddp.skipped_steps);
+        CHECK(losses <= tolerance);
+        CHECK(weights <= tolerance);
+        CHECK(norms <= tolerance);
+        if (sums_in_f32) CHECK(narrow_weights > weights);  // the 16-bit wire ends further from DDP's
+        CHECK(differs_across_ranks(wide.weights) == "");
+      }
+    }
+  }
+}
+
+}  // namespace test

@@ -122,53 +122,55 @@ TEST_CASE("bf16 and fp16: a rank holds 1/N of the f32 masters and of AdamW's sta
   }
 }
 
-TEST_CASE("bf16: the grads are reduce-scattered and the updated slices all-gathered in 16-bit; the step reads f32 slices") {
-  for (const int stage : {1, 2, 3}) {
-    INFO("rank ", world()->rank(), ", stage ", stage);
-    auto comm = std::shared_ptr<Communicator>(world()->dup());
-    std::unique_ptr<ZeroStrategy> strategy;
-    if (stage == 3) strategy = std::make_unique<ZeroStage3>(Device::cpu(), comm, DType::f32, AutoWrapPolicy{}, true);
-    else strategy = std::make_unique<ZeroStage12>(stage, Device::cpu(), comm, DType::f32, /*bucket_cap_bytes=*/256);
-    strategy->shard_masters_in(DType::bf16);
-    auto model = make_odd_mlp(5);
-    auto adamw = make_optimizer("adamw", model->parameters());
-    strategy->prepare_model(*model);
-    strategy->prepare_optimizer(*adamw);
-    CHECK_THROWS_WITH_AS(strategy->shard_masters_in(DType::f16), doctest::Contains("after a model was prepared"), Error);
-    const size_t units = strategy->units_of(*model).size();
-    const uint64_t before = comm->ledger().last_seq();  // what prepare ran (the broadcasts) is not counted
-    const PrecisionPolicy policy = PrecisionPolicy::from_settings("bf16");
-    strategy->before_backward(true);
-    {
-      AutocastGuard autocast(policy);
-      Generator gen(static_cast<uint64_t>(world()->rank()));
-      Tensor loss = nn::mse_loss(to((*model)(randn({4, 7}, gen)), DType::f32), randn({4, 3}, gen));
-      backward(loss);
-    }
-    strategy->after_backward();
-    const std::vector<Tensor> grads = strategy->local_grads(model->parameters());
-    REQUIRE(grads.size() == units);
-    for (size_t u = 0; u < units; ++u) {
-      CHECK(grads[u].dtype() == DType::f32);  // the masters' grads: the shard grads upcast
-      CHECK(grads[u].numel() == strategy->units_of(*model)[u]->shard_numel());
-    }
-    strategy->optimizer_step(*adamw);
-    size_t reduce_scatters = 0, all_gathers = 0;
-    for (const LedgerEntry& e : comm->ledger().entries()) {
-      if (e.seq <= before) continue;
-      if (e.op == "reduce_scatter") {
-        ++reduce_scatters;
-        CHECK(e.dtype == DType::bf16);
+TEST_CASE("bf16: the grads are reduce-scattered in the wire's dtype (bf16, or f32 widened) and the updated slices all-gathered in 16-bit; the step reads f32 slices") {
+  for (const DType wire : {DType::bf16, DType::f32}) {
+    for (const int stage : {1, 2, 3}) {
+      INFO("rank ", world()->rank(), ", stage ", stage, ", wire ", dtype_name(wire));
+      auto comm = std::shared_ptr<Communicator>(world()->dup());
+      std::unique_ptr<ZeroStrategy> strategy;
+      if (stage == 3) strategy = std::make_unique<ZeroStage3>(Device::cpu(), comm, wire, AutoWrapPolicy{}, true);
+      else strategy = std::make_unique<ZeroStage12>(stage, Device::cpu(), comm, wire, /*bucket_cap_bytes=*/256);
+      strategy->shard_masters_in(DType::bf16);
+      auto model = make_odd_mlp(5);
+      auto adamw = make_optimizer("adamw", model->parameters());
+      strategy->prepare_model(*model);
+      strategy->prepare_optimizer(*adamw);
+      CHECK_THROWS_WITH_AS(strategy->shard_masters_in(DType::f16), doctest::Contains("after a model was prepared"), Error);
+      const size_t units = strategy->units_of(*model).size();
+      const uint64_t before = comm->ledger().last_seq();  // what prepare ran (the broadcasts) is not counted
+      const PrecisionPolicy policy = PrecisionPolicy::from_settings("bf16");
+      strategy->before_backward(true);
+      {
+        AutocastGuard autocast(policy);
+        Generator gen(static_cast<uint64_t>(world()->rank()));
+        Tensor loss = nn::mse_loss(to((*model)(randn({4, 7}, gen)), DType::f32), randn({4, 3}, gen));
+        backward(loss);
       }
-      if (e.op == "all_gather") {
-        ++all_gathers;
-        CHECK(e.dtype == DType::bf16);
+      strategy->after_backward();
+      const std::vector<Tensor> grads = strategy->local_grads(model->parameters());
+      REQUIRE(grads.size() == units);
+      for (size_t u = 0; u < units; ++u) {
+        CHECK(grads[u].dtype() == DType::f32);  // the masters' grads: the shard grads upcast
+        CHECK(grads[u].numel() == strategy->units_of(*model)[u]->shard_numel());
       }
+      strategy->optimizer_step(*adamw);
+      size_t reduce_scatters = 0, all_gathers = 0;
+      for (const LedgerEntry& e : comm->ledger().entries()) {
+        if (e.seq <= before) continue;
+        if (e.op == "reduce_scatter") {
+          ++reduce_scatters;
+          CHECK(e.dtype == wire);
+        }
+        if (e.op == "all_gather") {
+          ++all_gathers;
+          CHECK(e.dtype == DType::bf16);
+        }
+      }
+      CHECK(reduce_scatters == units);
+      // Stages 1 and 2 gather the updated slices after the step; stage 3 gathers in forward and backward.
+      CHECK(all_gathers == (stage == 3 ? 2 * units : units));
+      CHECK(strategy->local_grads(model->parameters()).empty());  // the f32 grads are dropped after the step
     }
-    CHECK(reduce_scatters == units);
-    // Stages 1 and 2 gather the updated slices after the step; stage 3 gathers in forward and backward.
-    CHECK(all_gathers == (stage == 3 ? 2 * units : units));
-    CHECK(strategy->local_grads(model->parameters()).empty());  // the f32 grads are dropped after the step
   }
 }
 

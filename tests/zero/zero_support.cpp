@@ -18,7 +18,7 @@ AcceleratorOptions options_for(const ZeroSpec& spec) {
   AcceleratorOptions o = options(spec.backend);
   o.split_batches = true;
   o.mixed_precision = spec.mixed_precision;
-  o.grad_comm_dtype = spec.grad_comm_dtype;
+  if (!spec.grad_comm_dtype.empty()) o.grad_comm_dtype = spec.grad_comm_dtype;
   if (spec.loss_scale > 0) o.loss_scaler = LossScalerOptions{.init_scale = spec.loss_scale};
   o.bucket_cap_mb = spec.bucket_cap_mb;
   if (spec.zero_stage > 0 && !spec.fsdp)

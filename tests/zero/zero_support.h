@@ -21,7 +21,9 @@ struct ZeroSpec {
   int steps = 20;  // optimizer steps
   int accumulation_steps = 1;
   std::string mixed_precision = "no";
-  std::string grad_comm_dtype = "f32";  // "compute": DDP's all-reduce in the 16-bit dtype, as ZeRO's is there
+  // Unset: the default (f32 for DDP; under ZeRO with bf16/fp16 the 16-bit dtype). "compute": DDP's
+  // all-reduce in the 16-bit dtype, as ZeRO's is by default; "f32": ZeRO's reduce-scatters in f32.
+  std::string grad_comm_dtype{};
   std::string backend = "auto";
   double loss_scale = 0;     // fp16's initial loss scale when > 0 (else the scaler's 2^16)
   double clip_norm = 0;      // clip_grad_norm to this when > 0, on the micro-step that updates
