@@ -8,6 +8,7 @@
 #include <unordered_set>
 
 #include "autograd/grad_mode.h"
+#include "runtime/strategy/grad_average.h"
 #include "tensor/creation.h"
 #include "tensor/nograd/copy.h"
 #include "tensor/nograd/elementwise.h"
@@ -168,13 +169,12 @@ void Reducer::launch_ready() {
   // whatever order this rank's backward happened to finish them in.
   while (next_launch_ < buckets_.size() && state_[next_launch_].pending == 0) {
     BucketState& s = state_[next_launch_];
-    if (s.buffer.dtype() == DType::f32 && comm_dtype_ != DType::f32) {
-      NoGradGuard no_grad;
-      s.wire = nograd::to_dtype(s.buffer, comm_dtype_);
-      s.work = comm_->all_reduce_async(s.wire, ReduceOp::avg, CallSite::gradient_sync(fmt::format("reducer bucket {}", next_launch_)));
-    } else {
-      s.work = comm_->all_reduce_async(s.buffer, ReduceOp::avg, CallSite::gradient_sync(fmt::format("reducer bucket {}", next_launch_)));
-    }
+    NoGradGuard no_grad;
+    const bool narrow = s.buffer.dtype() == DType::f32 && comm_dtype_ != DType::f32;
+    s.wire = narrow ? nograd::to_dtype(s.buffer, comm_dtype_) : Tensor();
+    const Tensor& wire = s.wire.defined() ? s.wire : s.buffer;
+    const ReduceOp op = predivide_for_average(wire, comm_->size());
+    s.work = comm_->all_reduce_async(wire, op, CallSite::gradient_sync(fmt::format("reducer bucket {}", next_launch_)));
     events_.push_back({ReducerEvent::Kind::bucket_launched, static_cast<int64_t>(next_launch_)});
     ++next_launch_;
   }

@@ -6,6 +6,7 @@
 
 #include "autograd/grad_mode.h"
 #include "runtime/strategy/deferred_init_agreement.h"
+#include "runtime/strategy/grad_average.h"
 #include "tensor/creation.h"
 #include "tensor/nograd/copy.h"
 
@@ -65,7 +66,7 @@ void HybridShard::all_reduce_shard_grads() {
     if (!u->shard_grad.defined()) continue;
     Tensor wire = wire_of(u->shard_grad);
     Work work = replicate_->all_reduce_async(
-        wire, ReduceOp::avg, CallSite::gradient_sync(fmt::format("hybrid_shard all-reduce of {}", u->flat->name())));
+        wire, predivide_for_average(wire, replicate_->size()), CallSite::gradient_sync(fmt::format("hybrid_shard all-reduce of {}", u->flat->name())));
     flights.push_back({std::move(work), wire, u->shard_grad});
   }
   std::exception_ptr failed;

@@ -10,6 +10,7 @@
 
 #include "autograd/grad_mode.h"
 #include "runtime/strategy/deferred_init_agreement.h"
+#include "runtime/strategy/grad_average.h"
 #include "tensor/creation.h"
 #include "tensor/nograd/copy.h"
 #include "tensor/nograd/elementwise.h"
@@ -189,7 +190,7 @@ void ZeroStrategy::start_reduce_scatter(Unit& unit, const Tensor& flat_grad) {
   NoGradGuard no_grad;
   unit.wire_in = wire_of(flat_grad);
   unit.wire_out = empty({unit.flat->shard_numel()}, unit.wire_in.dtype(), unit.wire_in.device());
-  unit.work = comm_->reduce_scatter_async(unit.wire_in, unit.wire_out, ReduceOp::avg,
+  unit.work = comm_->reduce_scatter_async(unit.wire_in, unit.wire_out, predivide_for_average(unit.wire_in, comm_->size()),
                                           CallSite::gradient_sync(fmt::format("zero reduce-scatter of {}", unit.flat->name())));
 }
 
@@ -211,7 +212,7 @@ void ZeroStrategy::start_slice_reduce_scatter(Unit& unit) {
   const Tensor& flat_grad = unit.flat->full_grad();
   unit.wire_in = wire_of(flat_grad);
   unit.wire_out = unit.flat->shard_of(unit.wire_in);  // this rank's slot of the input: in place
-  unit.work = comm_->reduce_scatter_async(unit.wire_in, unit.wire_out, ReduceOp::avg,
+  unit.work = comm_->reduce_scatter_async(unit.wire_in, unit.wire_out, predivide_for_average(unit.wire_in, comm_->size()),
                                           CallSite::gradient_sync(fmt::format("zero reduce-scatter of {}", unit.flat->name())));
 }
 

@@ -319,3 +319,42 @@ TEST_CASE("grad_comm_dtype bf16: ZeRO's reduce-scatters travel in bf16 as DDP's 
 }
 
 }  // namespace test
+
+namespace test {
+
+TEST_CASE("fp16: grads whose sum over the ranks overflows f16 but whose average fits are averaged, not skipped (DDP and every stage)") {
+  // Every rank's scaled grad is 40000 and f16's largest value 65504: two ranks' sum is inf, where the
+  // average is 40000. Divided by N before the sum (grad_average.h) the wire holds 40000 / N per rank,
+  // the step goes ahead, and SGD with lr 1 moves each weight by the unscaled grad, c.
+  const double c = 40000.0 / 65536.0;  // the loss's slope: scaled by the scaler's 2^16, exactly 40000
+  for (const int stage : {0, 1, 2, 3}) {
+    INFO("rank ", world()->rank(), " of ", world()->size(), ", stage ", stage);
+    AcceleratorOptions o = options();
+    o.mixed_precision = "fp16";
+    o.grad_comm_dtype = "compute";  // DDP's all-reduce in f16 too (ZeRO's default under fp16)
+    if (stage > 0) o.deepspeed_plugin = DeepSpeedPlugin{.zero_stage = stage, .gradient_accumulation_steps = std::nullopt};
+    Accelerator accelerator(o);
+    Generator gen(3);
+    auto model = std::make_shared<nn::Sequential>();
+    model->push_back(std::make_shared<nn::Linear>(1, 3, false, gen));
+    const std::vector<double> before = weights_of(*model);
+    auto sgd = std::make_shared<optim::SGD>(model->parameters(), optim::SGDOptions{.lr = 1.0});
+    auto [net, opt] = accelerator.prepare(model, sgd);
+    opt->zero_grad();
+    Tensor loss;
+    {
+      auto autocast = accelerator.autocast();
+      loss = mul(sum(to((*net)(ones({1, 1})), DType::f32)), c);
+    }
+    accelerator.backward(loss);
+    opt->step();
+    CHECK_FALSE(accelerator.optimizer_step_was_skipped());
+    std::vector<double> after;
+    for (const auto& [name, t] : accelerator.get_state_dict(*net))
+      for (float v : to(t, DType::f32).to_vector<float>()) after.push_back(v);
+    REQUIRE(after.size() == before.size());
+    for (size_t i = 0; i < after.size(); ++i) CHECK(after[i] == doctest::Approx(before[i] - c).epsilon(1e-6));
+  }
+}
+
+}  // namespace test
