@@ -1,5 +1,5 @@
 // zero_memory: the bytes one rank holds for parameters, gradients, f32 masters and optimizer state
-// under DDP and ZeRO stages 1-3, after one AdamW step on an MLP of about 50M parameters, in f32 and
+// under DDP, ZeRO stages 1-3 and (on 2 or more ranks) HYBRID_SHARD in shard groups of half the ranks, after one AdamW step on an MLP of about 50M parameters, in f32 and
 // under bf16, next to ZeRO's formulas (f32: 16Ψ; 4Ψ + 4Ψ + 8Ψ/N; 4Ψ + 12Ψ/N; 16Ψ/N. bf16 with f32
 // masters: 2Ψ + 2Ψ + 12Ψ/N; 2Ψ + 14Ψ/N; 16Ψ/N), and the host allocator's bytes: in use after the
 // step, and the peak during it (from the allocator's counters, relative to what the process held
@@ -23,6 +23,7 @@ using namespace accel;
 namespace {
 
 struct Row {
+  std::string label;  // "0"-"3", or "H/S": HYBRID_SHARD in shard groups of S
   int stage = 0;
   int ranks = 1;
   bool main = true;
@@ -64,11 +65,16 @@ MixedPrecision mixed_precision_of(const std::string& name) {
   return *p;
 }
 
-Row run_stage(int stage, const std::string& precision, int layers, int64_t width) {
+// hybrid_shard_size > 0: HYBRID_SHARD in shard groups of that size (stage 3 within each).
+Row run_stage(int stage, const std::string& precision, int layers, int64_t width, int hybrid_shard_size = 0) {
   AcceleratorOptions o;
   o.print_settings = false;
   o.mixed_precision = precision;
-  if (stage > 0) o.deepspeed_plugin = DeepSpeedPlugin{.zero_stage = stage, .gradient_accumulation_steps = std::nullopt};
+  if (hybrid_shard_size > 0)
+    o.fsdp_plugin = FSDPPlugin{.sharding_strategy = ShardingStrategy::hybrid_shard, .auto_wrap = {},
+                               .hybrid_shard_size = hybrid_shard_size};
+  else if (stage > 0)
+    o.deepspeed_plugin = DeepSpeedPlugin{.zero_stage = stage, .gradient_accumulation_steps = std::nullopt};
   Accelerator accelerator(o);
   const double baseline = static_cast<double>(accelerator.memory_stats()[0].stats.allocated_bytes);
   auto model = make_mlp(layers, width);
@@ -102,12 +108,16 @@ Row run_stage(int stage, const std::string& precision, int layers, int64_t width
   r.in_use = static_cast<double>(host.allocated_bytes) - baseline;
   r.step_peak = static_cast<double>(host.peak_allocated_bytes) - baseline;
   r.stage = stage;
+  r.label = hybrid_shard_size > 0 ? fmt::format("H/{}", hybrid_shard_size) : std::to_string(stage);
   r.ranks = accelerator.num_processes();
   r.main = accelerator.is_main_process();
   r.precision = precision;
   // ZeRO's formulas for AdamW (runtime/strategy/memory_estimate.h), which `accel estimate-memory` prints too.
-  const MemoryEstimate formula = estimate_memory(static_cast<int64_t>(psi), stage, accelerator.num_processes(),
-                                                 mixed_precision_of(precision), 8);
+  const MemoryEstimate formula =
+      hybrid_shard_size > 0
+          ? estimate_hybrid_shard_memory(static_cast<int64_t>(psi), hybrid_shard_size, accelerator.num_processes(),
+                                         mixed_precision_of(precision), 8)
+          : estimate_memory(static_cast<int64_t>(psi), stage, accelerator.num_processes(), mixed_precision_of(precision), 8);
   r.formula_params = static_cast<double>(formula.parameters);
   r.formula_grads = static_cast<double>(formula.gradients);
   r.formula_masters = static_cast<double>(formula.master_weights);
@@ -146,8 +156,11 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
   for (const std::string& p : precisions) mixed_precision_of(p);  // a bad name fails before any run
   std::vector<Row> rows;
-  for (const std::string& p : precisions)
+  for (const std::string& p : precisions) {
     for (int stage = 0; stage <= 3; ++stage) rows.push_back(run_stage(stage, p, layers, width));
+    const int world = rows.back().ranks;
+    if (world >= 2 && world % 2 == 0) rows.push_back(run_stage(3, p, layers, width, world / 2));
+  }
   const double normal_peak = prepare_peak(false, layers, width), deferred_peak = prepare_peak(true, layers, width);
   if (!rows.back().main) return 0;
   const int ranks = rows.back().ranks;
@@ -169,16 +182,20 @@ int main(int argc, char** argv) {
     std::cout << fmt::format(
         "{:>5} | {:>9.1f} {:>9.1f} | {:>9.1f} {:>9.1f} | {:>9.1f} {:>9.1f} | {:>9.1f} {:>9.1f} | {:>9.1f} {:>9.1f} "
         "{:>6.3f} | {:>9.1f} {:>9.1f}\n",
-        r.stage, r.params / mb, r.formula_params / mb, r.grads / mb, r.formula_grads / mb, r.masters / mb,
+        r.label, r.params / mb, r.formula_params / mb, r.grads / mb, r.formula_grads / mb, r.masters / mb,
         r.formula_masters / mb, r.optimizer / mb, r.formula_optimizer / mb, total / mb, formula / mb, total / formula,
         r.in_use / mb, r.step_peak / mb);
-    out.push_back({{"stage", r.stage}, {"ranks", ranks}, {"mixed_precision", r.precision}, {"params_bytes", r.params},
+    out.push_back({{"stage", r.label}, {"ranks", ranks}, {"mixed_precision", r.precision}, {"params_bytes", r.params},
                    {"grads_bytes", r.grads}, {"masters_bytes", r.masters}, {"optimizer_bytes", r.optimizer},
                    {"formula_bytes", formula}, {"in_use_bytes", r.in_use}, {"step_peak_bytes", r.step_peak}});
   }
+  if (ranks >= 2 && ranks % 2 == 0)
+    std::cout << fmt::format("H/{}: HYBRID_SHARD in shard groups of {} (stage 3 within each, replicated across them): "
+                             "its formula is stage 3's at N = {}\n",
+                             ranks / 2, ranks / 2, ranks / 2);
   // The f32 rows' parameters: the prepare peaks are of an f32 model.
   const Row& ddp = rows[0];
-  const Row& stage3 = rows[3];
+  const Row& stage3 = rows[3];  // rows 0-3: the first precision's stages 0-3
   if (ddp.precision == "no")
     std::cout << fmt::format("stage 3, build + prepare peak per rank (MiB): normal build {:.1f}, deferred init {:.1f}; "
                              "full parameters {:.1f}, this rank's shards {:.1f}\n",

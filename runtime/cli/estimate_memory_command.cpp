@@ -2,7 +2,9 @@
 #include "runtime/cli/estimate_memory_command.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <iostream>
 #include <map>
@@ -28,7 +30,10 @@ const std::map<std::string, Gpt2Shape>& gpt2_models() {
   return models;
 }
 
-// The ZeRO stage a strategy name means: ddp 0, zero1-3, and FSDP's names for the same.
+constexpr const char* kHybridShard = "HYBRID_SHARD";
+
+// The ZeRO stage a strategy name means: ddp 0, zero1-3, and FSDP's names for the same (HYBRID_SHARD
+// is stage 3 within a shard group, estimated apart).
 int stage_of(const std::string& strategy) {
   static const std::map<std::string, int> stages = {{"ddp", 0},           {"zero1", 1},         {"zero2", 2},
                                                     {"zero3", 3},         {"NO_SHARD", 0},      {"SHARD_GRAD_OP", 2},
@@ -36,7 +41,7 @@ int stage_of(const std::string& strategy) {
   const auto it = stages.find(strategy);
   if (it == stages.end())
     throw Error(fmt::format("accel estimate-memory: --strategy '{}' is not one of ddp, zero1, zero2, zero3 (or "
-                            "FSDP's NO_SHARD, SHARD_GRAD_OP, FULL_SHARD)",
+                            "FSDP's NO_SHARD, SHARD_GRAD_OP, FULL_SHARD, HYBRID_SHARD)",
                             strategy));
   return it->second;
 }
@@ -104,9 +109,13 @@ EstimateMemoryCommand::EstimateMemoryCommand(CLI::App& app) {
       "estimate-memory", "Bytes per rank of parameters, gradients and optimizer state, by strategy and precision");
   command_->add_option("--model", model_, "gpt2-124M, gpt2-355M, gpt2-774M, gpt2-1558M, or a .safetensors file")
       ->required();
-  command_->add_option("--strategy", strategies_, "ddp, zero1, zero2, zero3 (or FULL_SHARD, SHARD_GRAD_OP, NO_SHARD)")
+  command_->add_option("--strategy", strategies_,
+                       "ddp, zero1, zero2, zero3 (or FULL_SHARD, SHARD_GRAD_OP, NO_SHARD, HYBRID_SHARD)")
       ->delimiter(',')
       ->capture_default_str();
+  command_->add_option("--hybrid_shard_size", hybrid_shard_size_,
+                       "HYBRID_SHARD's shard group: the ranks that shard the model (needed with HYBRID_SHARD)")
+      ->check(CLI::PositiveNumber);
   command_->add_option("--mixed_precision", precisions_, "no, bf16, fp16, fp8")->delimiter(',')->capture_default_str();
   command_->add_option("-n,--num_processes", processes_, "Process counts")
       ->delimiter(',')
@@ -117,6 +126,16 @@ EstimateMemoryCommand::EstimateMemoryCommand(CLI::App& app) {
 }
 
 int EstimateMemoryCommand::run(std::ostream& out) const {
+  const bool hybrid = std::find(strategies_.begin(), strategies_.end(), kHybridShard) != strategies_.end();
+  for (const std::string& strategy : strategies_)
+    if (strategy != kHybridShard) stage_of(strategy);  // a bad name fails before any table
+  if (hybrid && hybrid_shard_size_ == 0)
+    throw Error("accel estimate-memory: --strategy HYBRID_SHARD needs --hybrid_shard_size, the ranks of one shard "
+                "group (at run time its default is the ranks of one node, which this command cannot know)");
+  if (!hybrid && hybrid_shard_size_ != 0)
+    throw Error(fmt::format("accel estimate-memory: --hybrid_shard_size {} is given but --strategy ({}) lists no "
+                            "HYBRID_SHARD",
+                            hybrid_shard_size_, fmt::join(strategies_, ",")));
   const ModelSize model = model_size(model_);
   const int state_bytes = optimizer_bytes(optimizer_);
   out << fmt::format(
@@ -129,8 +148,16 @@ int EstimateMemoryCommand::run(std::ostream& out) const {
                        "f32 masters", "optimizer", "total");
     for (const std::string& strategy : strategies_) {
       for (const int n : processes_) {
-        const MemoryEstimate m = estimate_memory(model.parameters, stage_of(strategy), n, precision, state_bytes);
-        out << fmt::format("{:<14} {:>9} {:>16} {:>16} {:>16} {:>16} {:>16} {:>16}\n", strategy, n,
+        const bool hybrid_row = strategy == kHybridShard;
+        const std::string label = hybrid_row ? fmt::format("{}/{}", strategy, hybrid_shard_size_) : strategy;
+        if (hybrid_row && n % hybrid_shard_size_ != 0) {
+          out << fmt::format("{:<14} {:>9} (not a multiple of the shard size {})\n", label, n, hybrid_shard_size_);
+          continue;
+        }
+        const MemoryEstimate m =
+            hybrid_row ? estimate_hybrid_shard_memory(model.parameters, hybrid_shard_size_, n, precision, state_bytes)
+                       : estimate_memory(model.parameters, stage_of(strategy), n, precision, state_bytes);
+        out << fmt::format("{:<14} {:>9} {:>16} {:>16} {:>16} {:>16} {:>16} {:>16}\n", label, n,
                            amount(m.parameters, bytes_), amount(m.weight_copies, bytes_),
                            amount(m.gradients, bytes_), amount(m.master_weights, bytes_),
                            amount(m.optimizer_state, bytes_), amount(m.total(), bytes_));
@@ -146,7 +173,10 @@ int EstimateMemoryCommand::run(std::ostream& out) const {
          "Linears it runs in FP8 quantise their weights in each forward and keep no copy; its amax histories, "
          "12 KiB per Linear, are not counted). Not counted: activations, buffers, communication buckets, the f32 "
          "grad of a master slice between the backward that syncs and the step, and each unit's padding to a "
-         "multiple of the process count.\n";
+         "multiple of the process count. HYBRID_SHARD/S shards as FULL_SHARD within groups of S ranks and "
+         "replicates across the groups: a rank holds FULL_SHARD's bytes at S processes. With grad_comm_dtype "
+         "f32 under bf16/fp16, ZeRO's shard gradients are f32: 4 bytes per sharded parameter instead of 2 "
+         "(stages 2, 3 and HYBRID_SHARD).\n";
   return 0;
 }
 

@@ -40,6 +40,7 @@ class EstimateMemoryCommand {
   std::vector<std::string> strategies_ = {"ddp", "zero1", "zero2", "zero3"};
   std::vector<std::string> precisions_ = {"no", "bf16", "fp16"};
   std::vector<int> processes_ = {1, 2, 4, 8};
+  int hybrid_shard_size_ = 0;  // HYBRID_SHARD's shard group size; 0: not given
   std::string optimizer_ = "adamw";
   bool bytes_ = false;
 };

@@ -33,4 +33,13 @@ MemoryEstimate estimate_memory(int64_t parameters, int stage, int ranks, MixedPr
   return m;
 }
 
+MemoryEstimate estimate_hybrid_shard_memory(int64_t parameters, int shard_size, int ranks, MixedPrecision precision,
+                                            int optimizer_state_bytes_per_parameter) {
+  if (shard_size < 1 || ranks < 1 || ranks % shard_size != 0)
+    throw Error(fmt::format("estimate_hybrid_shard_memory: got shard groups of {} over {} ranks; expected a shard "
+                            "size >= 1 that divides the rank count",
+                            shard_size, ranks));
+  return estimate_memory(parameters, 3, shard_size, precision, optimizer_state_bytes_per_parameter);
+}
+
 }  // namespace accel

@@ -1,7 +1,8 @@
 // The bytes one rank holds for parameters, gradients and optimizer state under plain data parallel
 // (stage 0) and ZeRO stages 1-3: ZeRO's f32 formulas with Adam (16Ψ; 4Ψ + 4Ψ + 8Ψ/N; 4Ψ + 12Ψ/N;
 // 16Ψ/N); under bf16/fp16 ZeRO's mixed-precision ones (2Ψ + 2Ψ + 12Ψ/N; 2Ψ + 14Ψ/N; 16Ψ/N, the 12
-// being the f32 master and Adam's two moments); plus what accel keeps besides (16-bit weight copies
+// being the f32 master and Adam's two moments), HYBRID_SHARD's (stage 3 over a shard group); plus
+// what accel keeps besides (16-bit weight copies
 // under DDP with bf16 and fp16, and under fp8).
 // bench/zero_memory sets its measurements against the formula, and `accel estimate-memory` prints
 // what accel holds.
@@ -35,5 +36,11 @@ struct MemoryEstimate {
 // buckets are not counted. Throws accel::Error naming the bad value.
 MemoryEstimate estimate_memory(int64_t parameters, int stage, int ranks, MixedPrecision precision,
                                int optimizer_state_bytes_per_parameter = 8);
+
+// HYBRID_SHARD over ranks in shard groups of shard_size: stage 3 within a group and replicated across
+// the groups, so a rank holds stage 3's bytes at N = shard_size. Throws accel::Error unless
+// shard_size >= 1 divides ranks.
+MemoryEstimate estimate_hybrid_shard_memory(int64_t parameters, int shard_size, int ranks, MixedPrecision precision,
+                                            int optimizer_state_bytes_per_parameter = 8);
 
 }  // namespace accel

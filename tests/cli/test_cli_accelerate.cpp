@@ -206,6 +206,31 @@ TEST_CASE("accel estimate-memory prints the per-rank bytes by strategy, precisio
   CHECK(contains(r.output, "--model 'gpt3' is neither a known model"));
   r = run(fmt::format("{} estimate-memory --model gpt2-124M --strategy zero4", kAccel));
   CHECK(r.status == 1);
+
+  // HYBRID_SHARD in shard groups of 2: FULL_SHARD's bytes at 2 processes, whatever the world size.
+  r = run(fmt::format("{} estimate-memory --model gpt2-124M --strategy zero3,HYBRID_SHARD --hybrid_shard_size 2 "
+                      "--mixed_precision bf16 -n 1,2,8 --bytes",
+                      kAccel));
+  INFO(r.output);
+  REQUIRE(r.status == 0);
+  std::vector<std::vector<std::string>> hybrid;
+  for (const std::string& line : lines_of(r.output))
+    if (line.rfind("HYBRID_SHARD/2 ", 0) == 0 || line.rfind("zero3 ", 0) == 0) hybrid.push_back(words_of(line));
+  REQUIRE(hybrid.size() == 6);
+  using W = std::vector<std::string>;
+  const W zero3_at_2 = W{"zero3", "2", "124439808", "0", "124439808", "248879616", "497759232", "995518464"};
+  CHECK(hybrid[1] == zero3_at_2);  // 16Ψ/2 under bf16
+  CHECK(hybrid[3] == W{"HYBRID_SHARD/2", "1", "(not", "a", "multiple", "of", "the", "shard", "size", "2)"});
+  W hybrid_at_8 = zero3_at_2;
+  hybrid_at_8[0] = "HYBRID_SHARD/2";
+  hybrid_at_8[1] = "8";
+  CHECK(hybrid[5] == hybrid_at_8);
+  r = run(fmt::format("{} estimate-memory --model gpt2-124M --strategy HYBRID_SHARD", kAccel));
+  CHECK(r.status == 1);
+  CHECK(contains(r.output, "--strategy HYBRID_SHARD needs --hybrid_shard_size"));
+  r = run(fmt::format("{} estimate-memory --model gpt2-124M --strategy zero3 --hybrid_shard_size 2", kAccel));
+  CHECK(r.status == 1);
+  CHECK(contains(r.output, "--hybrid_shard_size 2 is given but --strategy (zero3) lists no HYBRID_SHARD"));
 }
 
 #if defined(ACCEL_MPIRUN) && defined(ACCEL_EXAMPLES_DIR)

@@ -302,6 +302,15 @@ TEST_CASE("estimate_memory: ZeRO's formulas for f32 Adam, and what accel holds b
   CHECK(m.optimizer_state == 24);
   CHECK_THROWS_AS(estimate_memory(psi, 4, 1, MixedPrecision::no), Error);
   CHECK_THROWS_AS(estimate_memory(psi, 0, 0, MixedPrecision::no), Error);
+  // HYBRID_SHARD: stage 3 over the shard group, whatever the number of replicas.
+  CHECK(estimate_hybrid_shard_memory(psi, 2, 8, MixedPrecision::no).total() == 995'518'464);  // 16Ψ/2
+  CHECK(estimate_hybrid_shard_memory(psi, 8, 8, MixedPrecision::bf16).total() ==
+        estimate_memory(psi, 3, 8, MixedPrecision::bf16).total());
+  CHECK(estimate_hybrid_shard_memory(psi, 1, 4, MixedPrecision::no).total() == 1'991'036'928);  // replicas only: 16Ψ
+  CHECK_THROWS_WITH_AS(estimate_hybrid_shard_memory(psi, 3, 8, MixedPrecision::no),
+                       "estimate_hybrid_shard_memory: got shard groups of 3 over 8 ranks; expected a shard size >= 1 "
+                       "that divides the rank count",
+                       Error);
 }
 
 TEST_CASE("load_safetensors_header lists the tensors without reading them, and counts their elements") {
