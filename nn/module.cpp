@@ -8,6 +8,7 @@
 
 #include "autograd/engine.h"
 #include "autograd/grad_mode.h"
+#include "nn/state_match.h"
 #include "tensor/meta_tensor.h"
 #include "tensor/nograd/copy.h"
 #include "tensor/nograd/elementwise.h"
@@ -15,12 +16,6 @@
 namespace accel::nn {
 
 namespace {
-
-std::string join(const std::vector<std::string>& items) {
-  std::string out;
-  for (size_t i = 0; i < items.size(); ++i) out += (i ? ", " : "") + items[i];
-  return out;
-}
 
 std::string prefixed(const std::string& prefix, const std::string& name) {
   return prefix.empty() ? name : prefix + "." + name;
@@ -196,44 +191,16 @@ StateDict Module::state_dict() const {
 }
 
 LoadResult Module::load_state_dict(const StateDict& state, bool strict) {
-  std::unordered_map<std::string, const Tensor*> given;
-  for (const auto& [name, t] : state) {
+  for (const auto& [name, t] : state)
     if (!t.defined()) throw Error(fmt::format("load_state_dict: '{}' is an undefined tensor", name));
-    if (!given.emplace(name, &t).second) throw Error(fmt::format("load_state_dict: key '{}' appears twice", name));
-  }
   const StateDict own = state_dict();
-  std::unordered_set<std::string> own_names;
-  LoadResult result;
-  std::vector<std::string> shape_notes;
-  std::vector<std::pair<Tensor, const Tensor*>> to_copy;
-  for (const auto& [name, t] : own) {
-    own_names.insert(name);
-    auto it = given.find(name);
-    if (it == given.end()) {
-      result.missing.push_back(name);
-    } else if (it->second->shape() != t.shape()) {
-      result.mismatched.push_back(name);
-      shape_notes.push_back(
-          fmt::format("{}: module {}, state {}", name, shape_str(t.shape()), shape_str(it->second->shape())));
-    } else {
-      to_copy.emplace_back(t, it->second);
-    }
-  }
-  for (const auto& entry : state)
-    if (!own_names.count(entry.first)) result.unexpected.push_back(entry.first);
-
-  if (strict && (!result.missing.empty() || !result.unexpected.empty() || !result.mismatched.empty())) {
-    std::vector<std::string> parts;
-    if (!result.missing.empty()) parts.push_back(fmt::format("missing keys [{}]", join(result.missing)));
-    if (!result.unexpected.empty()) parts.push_back(fmt::format("unexpected keys [{}]", join(result.unexpected)));
-    if (!shape_notes.empty()) parts.push_back(fmt::format("mis-shaped keys [{}]", join(shape_notes)));
-    std::string message = fmt::format("load_state_dict: the state does not fit this {}: ", type_name());
-    for (size_t i = 0; i < parts.size(); ++i) message += (i ? "; " : "") + parts[i];
-    throw Error(message);
-  }
+  std::vector<NamedShape> own_shapes, given_shapes;
+  for (const auto& [name, t] : own) own_shapes.push_back({name, t.shape()});
+  for (const auto& [name, t] : state) given_shapes.push_back({name, t.shape()});
+  const StateMatch match = match_state(own_shapes, given_shapes, strict, type_name());
   NoGradGuard no_grad;
-  for (const auto& [dst, src] : to_copy) nograd::copy_(dst, *src);
-  return result;
+  for (const auto& [mine, theirs] : match.fits) nograd::copy_(own[mine].second, state[theirs].second);
+  return match.result;
 }
 
 void Module::train(bool on) {

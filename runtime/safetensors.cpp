@@ -461,8 +461,32 @@ SafetensorsHeader load_safetensors_header(const std::string& path) {
     SafetensorsHeader header;
     uint64_t data_start = 0;
     for (const Entry& e : read_header(ctx, total, read, header.metadata, data_start))
-      header.tensors.push_back({e.name, e.dtype, e.shape});
+      header.tensors.push_back({e.name, e.dtype, e.shape, data_start + e.begin});
     return header;
+  });
+}
+
+Tensor read_safetensors_elements(const std::string& path, const SafetensorsEntry& entry, int64_t first, int64_t count) {
+  const int64_t numel = shape_numel(entry.shape, "read_safetensors_elements");
+  if (first < 0 || count < 0 || first > numel || count > numel - first)
+    throw Error(fmt::format("read_safetensors_elements: '{}': tensor '{}' has {} elements; elements [{}, {} + {}) "
+                            "are outside it",
+                            path, entry.name, numel, first, first, count));
+  return with_file_reader("read_safetensors_elements", path, [&](const std::string& ctx, uint64_t total, auto&& read) {
+    const uint64_t size = dtype_size(entry.dtype);
+    const uint64_t begin = entry.file_offset + static_cast<uint64_t>(first) * size;
+    const uint64_t bytes = static_cast<uint64_t>(count) * size;
+    if (begin > total || bytes > total - begin)
+      throw Error(fmt::format("{}: tensor '{}': bytes [{}, {}) run past the end of the {}-byte file; did the file "
+                              "change since its header was read?",
+                              ctx, entry.name, begin, begin + bytes, total));
+    Tensor out = empty({count}, entry.dtype);
+    if (bytes > 0) read(begin, out.data_ptr(), bytes);
+    if (entry.dtype == DType::boolean)
+      for (int64_t i = 0; i < count; ++i)
+        if (static_cast<const uint8_t*>(out.data_ptr())[i] > 1)
+          throw Error(fmt::format("{}: tensor '{}': BOOL element {} is not 0 or 1", ctx, entry.name, first + i));
+    return out;
   });
 }
 

@@ -46,6 +46,7 @@ struct SafetensorsEntry {
   std::string name;
   DType dtype = DType::f32;
   Shape shape;
+  uint64_t file_offset = 0;  // where its bytes begin in the file
 };
 struct SafetensorsHeader {
   std::vector<SafetensorsEntry> tensors;  // in the order of their bytes in the file
@@ -55,5 +56,10 @@ struct SafetensorsHeader {
 // Reads and checks only the header (against the file's size, as load_safetensors does), so a
 // multi-gigabyte model file is described without being read.
 SafetensorsHeader load_safetensors_header(const std::string& path);
+// Elements [first, first + count) of entry (row-major, of a header load_safetensors_header read from
+// path) as a 1-D CPU tensor, reading only their bytes: how a rank loads just its slice of a large
+// model file. Throws accel::Error naming the file, the tensor and the range when it is outside the
+// tensor.
+Tensor read_safetensors_elements(const std::string& path, const SafetensorsEntry& entry, int64_t first, int64_t count);
 
 }  // namespace accel

@@ -3,7 +3,9 @@
 // `accelerate config` writes (the checked-in fixtures) read for their keys with a meaning here and the
 // others listed, and the per-rank memory formulas against hand-computed bytes.
 #include <doctest/doctest.h>
+#include <fmt/format.h>
 
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -328,4 +330,26 @@ TEST_CASE("load_safetensors_header lists the tensors without reading them, and c
   CHECK(header.element_count() == count);
   CHECK(count > 0);
   CHECK_THROWS_AS(load_safetensors_header("/nonexistent.safetensors"), Error);
+}
+
+TEST_CASE("read_safetensors_elements reads any run of a tensor's elements, and refuses one outside it") {
+  const std::string path = kFixtures + "/multi.safetensors";
+  const SafetensorsHeader header = load_safetensors_header(path);
+  const SafetensorsContents contents = load_safetensors(path);
+  for (size_t i = 0; i < header.tensors.size(); ++i) {
+    const SafetensorsEntry& entry = header.tensors[i];
+    const Tensor whole = reshape(contents.tensors[i].second, {-1});
+    const int64_t n = whole.numel();
+    for (int64_t first = 0; first <= n; ++first)
+      for (int64_t count = 0; first + count <= n; ++count) {
+        const Tensor run = read_safetensors_elements(path, entry, first, count);
+        REQUIRE(run.dtype() == entry.dtype);
+        REQUIRE(run.shape() == Shape{count});
+        CHECK(std::memcmp(run.data_ptr(), contiguous(narrow(whole, 0, first, count)).data_ptr(), run.nbytes()) == 0);
+      }
+    const std::string expected =
+        fmt::format("tensor '{}' has {} elements; elements [{}, {} + 1) are outside it", entry.name, n, n, n);
+    CHECK_THROWS_WITH_AS(read_safetensors_elements(path, entry, n, 1), doctest::Contains(expected.c_str()), Error);
+    CHECK_THROWS_AS(read_safetensors_elements(path, entry, -1, 1), Error);
+  }
 }
