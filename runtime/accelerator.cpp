@@ -406,6 +406,14 @@ void Accelerator::save_model(const nn::Module& model, const std::string& dir) {
   wait_for_everyone();
 }
 
+nn::LoadResult Accelerator::load_model(nn::Module& model, const std::string& path, bool strict) {
+  const std::filesystem::path file =
+      std::filesystem::is_directory(path) ? std::filesystem::path(path) / "model.safetensors" : std::filesystem::path(path);
+  const nn::LoadResult result = strategy_->load_model_file(model, file.string(), strict);
+  weights_changed();  // DDP's 16-bit weight copies are rounded again
+  return result;
+}
+
 std::string Accelerator::save_state(const std::string& dir, const SaveStateOptions& options) {
   wait_for_save();
   std::filesystem::path target = dir;

@@ -9,6 +9,7 @@
 
 #include "autograd/grad_mode.h"
 #include "collective/communicator.h"
+#include "runtime/safetensors.h"
 #include "tensor/nograd/copy.h"
 #include "tensor/nograd/optim_ops.h"
 #include "tensor/nograd/views.h"
@@ -61,6 +62,10 @@ nn::StateDict Strategy::model_state_dict(const nn::Module& model) const { return
 
 nn::LoadResult Strategy::load_model_state_dict(nn::Module& model, const nn::StateDict& state, bool strict) {
   return model.load_state_dict(state, strict);
+}
+
+nn::LoadResult Strategy::load_model_file(nn::Module& model, const std::string& path, bool strict) {
+  return load_model_state_dict(model, load_safetensors(path).tensors, strict);
 }
 
 optim::StateDict Strategy::optimizer_state_dict(const optim::Optimizer& optimizer) const {

@@ -106,6 +106,9 @@ class Strategy {
   virtual nn::StateDict model_state_dict(const nn::Module& model) const;
   // Loads full state, each rank keeping what it holds (its shards where sharded).
   virtual nn::LoadResult load_model_state_dict(nn::Module& model, const nn::StateDict& state, bool strict);
+  // Loads a safetensors file of the model's full state. The default reads all of it on every rank and
+  // calls load_model_state_dict; a strategy that shards the parameters may read only its slices.
+  virtual nn::LoadResult load_model_file(nn::Module& model, const std::string& path, bool strict);
   virtual optim::StateDict optimizer_state_dict(const optim::Optimizer& optimizer) const;
   virtual void load_optimizer_state_dict(optim::Optimizer& optimizer, const optim::StateDict& state);
   // For a strategy whose checkpoints are per-rank shards: this rank's share of the model's (or the

@@ -8,6 +8,8 @@
 
 #include "autograd/grad_mode.h"
 #include "autograd/node.h"
+#include "nn/state_match.h"
+#include "runtime/safetensors.h"
 #include "runtime/strategy/deferred_init_agreement.h"
 #include "runtime/strategy/zero_auto_wrap.h"
 #include "tensor/creation.h"
@@ -200,6 +202,39 @@ nn::LoadResult ZeroStage3::load_model_state_dict(nn::Module& model, const nn::St
   }
   load_masters(model, state);  // the f32 masters exactly, not from the 16-bit buffers
   return result;
+}
+
+nn::LoadResult ZeroStage3::load_model_file(nn::Module& model, const std::string& path, bool strict) {
+  std::unordered_map<const TensorImpl*, std::pair<size_t, size_t>> where;  // param -> unit, index
+  for (size_t u = 0; u < units_.size(); ++u)
+    if (units_[u]->model == &model)
+      for (size_t j = 0; j < units_[u]->flat->params().size(); ++j) where[units_[u]->flat->params()[j].impl()] = {u, j};
+  if (where.empty()) return ZeroStrategy::load_model_file(model, path, strict);
+  const SafetensorsHeader header = load_safetensors_header(path);
+  const nn::StateDict own = model.state_dict();
+  std::vector<nn::NamedShape> own_shapes, given_shapes;
+  for (const auto& [name, t] : own) own_shapes.push_back({name, t.shape()});
+  for (const SafetensorsEntry& e : header.tensors) given_shapes.push_back({e.name, e.shape});
+  const nn::StateMatch match = nn::match_state(own_shapes, given_shapes, strict, model.type_name());
+  for (size_t u = 0; u < units_.size(); ++u)
+    if (units_[u]->model == &model) free(u);  // a gathered buffer would no longer hold the slices
+  NoGradGuard no_grad;
+  for (const auto& [mine, theirs] : match.fits) {
+    const Tensor& target = own[mine].second;
+    const SafetensorsEntry& entry = header.tensors[theirs];
+    const auto at = where.find(target.impl());
+    if (at == where.end()) {  // a buffer: whole on every rank
+      nograd::copy_(target, nograd::view(read_safetensors_elements(path, entry, 0, target.numel()), target.shape()));
+      continue;
+    }
+    Unit& unit = *units_[at->second.first];
+    const FlatUnit::HeldRun run = unit.flat->held_run(at->second.second);
+    if (run.numel == 0) continue;
+    const Tensor values = read_safetensors_elements(path, entry, run.param_offset, run.numel);
+    nograd::copy_(nograd::narrow(unit.shard, 0, run.shard_offset, run.numel), values);  // rounded where 16-bit
+    if (has_own_master(unit)) nograd::copy_(nograd::narrow(unit.master, 0, run.shard_offset, run.numel), values);
+  }
+  return match.result;
 }
 
 }  // namespace accel

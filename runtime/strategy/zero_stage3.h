@@ -48,6 +48,9 @@ class ZeroStage3 : public ZeroStrategy {
   // (model_state_dict is ZeroStrategy's: gathered from every rank's master slices.)
   // Each rank keeps its slices of the full state.
   nn::LoadResult load_model_state_dict(nn::Module& model, const nn::StateDict& state, bool strict) override;
+  // Reads only this rank's slices of each parameter from the file (and the buffers whole), straight
+  // into the shards and the f32 master slices: no unit is gathered and no rank holds the whole model.
+  nn::LoadResult load_model_file(nn::Module& model, const std::string& path, bool strict) override;
 
   // The unit names of a prepared model ("" is the root unit), in forward order.
   std::vector<std::string> unit_names(const nn::Module& model) const;
