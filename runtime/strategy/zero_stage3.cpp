@@ -183,54 +183,57 @@ void ZeroStage3::after_shard_update(Unit& unit) {
 }
 
 nn::LoadResult ZeroStage3::load_model_state_dict(nn::Module& model, const nn::StateDict& state, bool strict) {
-  std::vector<size_t> mine;
-  for (size_t u = 0; u < units_.size(); ++u)
-    if (units_[u]->model == &model) mine.push_back(u);
-  if (mine.empty()) return model.load_state_dict(state, strict);
-  for (size_t u : mine) gather(u);
-  nn::LoadResult result;
-  try {
-    result = model.load_state_dict(state, strict);  // into the gathered buffers
-  } catch (...) {
-    for (size_t u : mine) free(u);
-    throw;
+  if (!prepared(model)) return ZeroStrategy::load_model_state_dict(model, state, strict);
+  std::vector<nn::NamedShape> given;
+  for (const auto& [name, t] : state) {
+    if (!t.defined()) throw Error(fmt::format("load_state_dict: '{}' is an undefined tensor", name));
+    given.push_back({name, t.shape()});
   }
-  NoGradGuard no_grad;
-  for (size_t u : mine) {
-    nograd::copy_(units_[u]->shard, units_[u]->flat->shard_of(units_[u]->flat->full()));
-    free(u);
-  }
-  load_masters(model, state);  // the f32 masters exactly, not from the 16-bit buffers
-  return result;
+  return load_slices(model, given, strict, [&](size_t i, int64_t first, int64_t count) {
+    return nograd::narrow(nograd::view(nograd::contiguous(state[i].second), {state[i].second.numel()}), 0, first, count);
+  });
 }
 
 nn::LoadResult ZeroStage3::load_model_file(nn::Module& model, const std::string& path, bool strict) {
+  if (!prepared(model)) return ZeroStrategy::load_model_file(model, path, strict);
+  const SafetensorsHeader header = load_safetensors_header(path);
+  std::vector<nn::NamedShape> given;
+  for (const SafetensorsEntry& e : header.tensors) given.push_back({e.name, e.shape});
+  return load_slices(model, given, strict, [&](size_t i, int64_t first, int64_t count) {
+    return read_safetensors_elements(path, header.tensors[i], first, count);
+  });
+}
+
+bool ZeroStage3::prepared(const nn::Module& model) const {
+  for (const auto& u : units_)
+    if (u->model == &model) return true;
+  return false;
+}
+
+nn::LoadResult ZeroStage3::load_slices(nn::Module& model, const std::vector<nn::NamedShape>& given, bool strict,
+                                       const ElementReader& read) {
   std::unordered_map<const TensorImpl*, std::pair<size_t, size_t>> where;  // param -> unit, index
   for (size_t u = 0; u < units_.size(); ++u)
     if (units_[u]->model == &model)
       for (size_t j = 0; j < units_[u]->flat->params().size(); ++j) where[units_[u]->flat->params()[j].impl()] = {u, j};
-  if (where.empty()) return ZeroStrategy::load_model_file(model, path, strict);
-  const SafetensorsHeader header = load_safetensors_header(path);
   const nn::StateDict own = model.state_dict();
-  std::vector<nn::NamedShape> own_shapes, given_shapes;
+  std::vector<nn::NamedShape> own_shapes;
   for (const auto& [name, t] : own) own_shapes.push_back({name, t.shape()});
-  for (const SafetensorsEntry& e : header.tensors) given_shapes.push_back({e.name, e.shape});
-  const nn::StateMatch match = nn::match_state(own_shapes, given_shapes, strict, model.type_name());
+  const nn::StateMatch match = nn::match_state(own_shapes, given, strict, model.type_name());
   for (size_t u = 0; u < units_.size(); ++u)
     if (units_[u]->model == &model) free(u);  // a gathered buffer would no longer hold the slices
   NoGradGuard no_grad;
   for (const auto& [mine, theirs] : match.fits) {
     const Tensor& target = own[mine].second;
-    const SafetensorsEntry& entry = header.tensors[theirs];
     const auto at = where.find(target.impl());
     if (at == where.end()) {  // a buffer: whole on every rank
-      nograd::copy_(target, nograd::view(read_safetensors_elements(path, entry, 0, target.numel()), target.shape()));
+      nograd::copy_(target, nograd::view(read(theirs, 0, target.numel()), target.shape()));
       continue;
     }
     Unit& unit = *units_[at->second.first];
     const FlatUnit::HeldRun run = unit.flat->held_run(at->second.second);
     if (run.numel == 0) continue;
-    const Tensor values = read_safetensors_elements(path, entry, run.param_offset, run.numel);
+    const Tensor values = read(theirs, run.param_offset, run.numel);
     nograd::copy_(nograd::narrow(unit.shard, 0, run.shard_offset, run.numel), values);  // rounded where 16-bit
     if (has_own_master(unit)) nograd::copy_(nograd::narrow(unit.master, 0, run.shard_offset, run.numel), values);
   }

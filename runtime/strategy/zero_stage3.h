@@ -14,10 +14,12 @@
 // grads of a unit live only while its backward runs, so there is nothing to keep them in).
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "nn/state_match.h"
 #include "runtime/sharding_plugins.h"
 #include "runtime/strategy/zero_strategy.h"
 
@@ -46,10 +48,10 @@ class ZeroStage3 : public ZeroStrategy {
   void backward_failed() override;
 
   // (model_state_dict is ZeroStrategy's: gathered from every rank's master slices.)
-  // Each rank keeps its slices of the full state.
+  // Each rank copies its slices of the full state straight into its shards and f32 master slices (and
+  // the buffers whole): no unit is gathered, and there is no collective.
   nn::LoadResult load_model_state_dict(nn::Module& model, const nn::StateDict& state, bool strict) override;
-  // Reads only this rank's slices of each parameter from the file (and the buffers whole), straight
-  // into the shards and the f32 master slices: no unit is gathered and no rank holds the whole model.
+  // The same from a file, reading only the bytes of this rank's slices: no rank holds the whole model.
   nn::LoadResult load_model_file(nn::Module& model, const std::string& path, bool strict) override;
 
   // The unit names of a prepared model ("" is the root unit), in forward order.
@@ -75,6 +77,13 @@ class ZeroStage3 : public ZeroStrategy {
   };
 
   size_t unit_of(const nn::Module& module) const;
+  bool prepared(const nn::Module& model) const;
+  // read(i, first, count): elements [first, first + count) of given[i], flattened.
+  using ElementReader = std::function<Tensor(size_t i, int64_t first, int64_t count)>;
+  // Checks given (names and shapes of a full state) against model as load_state_dict does, then
+  // copies this rank's run of each parameter into its shard and master slice, and the buffers whole.
+  nn::LoadResult load_slices(nn::Module& model, const std::vector<nn::NamedShape>& given, bool strict,
+                             const ElementReader& read);
   // Starts filling u's flat buffer from every rank's slices (no-op when gathered or in flight).
   void start_gather(size_t u);
   // Waits until u's flat buffer is whole.
