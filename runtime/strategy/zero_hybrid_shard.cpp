@@ -41,43 +41,68 @@ void HybridShard::check_deferred_init(const nn::StateDict& entries) const {
 void HybridShard::before_backward(bool sync) {
   ZeroStage3::before_backward(sync);
   sync_ = sync;
+  last_reduced_.reset();
+  started_.assign(units_.size(), false);
+}
+
+void HybridShard::after_reduce_started(size_t u) {
+  if (!averages_replicas()) return;
+  // One unit behind: its reduce-scatter has had the time of the next unit's backward to finish.
+  if (last_reduced_) {
+    finish_reduce_scatter(*units_[*last_reduced_], /*add=*/true);
+    start_replica_all_reduce(*last_reduced_);
+  }
+  last_reduced_ = u;
 }
 
 void HybridShard::after_backward() {
-  ZeroStage3::after_backward();
-  if (sync_ && replicate_->size() > 1) {
-    all_reduce_shard_grads();
-    refresh_master_grads();  // from the replicas' average
-  }
+  ZeroStage3::after_backward();  // every reduce-scatter finished, the shard grads whole
+  if (!averages_replicas()) return;
+  for (size_t u = 0; u < units_.size(); ++u)
+    if (!started_[u]) start_replica_all_reduce(u);
+  finish_replica_all_reduces();
+  refresh_master_grads();  // from the replicas' average
 }
 
-void HybridShard::all_reduce_shard_grads() {
+void HybridShard::backward_failed() {
+  ZeroStage3::backward_failed();
+  try {
+    finish_replica_all_reduces();
+  } catch (const Error&) {
+    // A failed collective of a backward being abandoned: the error was or will be reported there.
+  }
+  flights_.clear();
+}
+
+void HybridShard::start_replica_all_reduce(size_t u) {
+  started_[u] = true;
+  const Tensor& grad = units_[u]->shard_grad;
+  if (!grad.defined()) return;
   NoGradGuard no_grad;
   // Each unit's shard grad holds the shard group's average of everything since zero_grad; the
   // replicas agree on what earlier syncs averaged, so averaging the whole again adds only this
   // window's average across the replicas (avg(S + g_i) = S + avg(g_i)).
-  struct InFlight {
-    Work work;
-    Tensor wire;
-    Tensor grad;
-  };
-  std::vector<InFlight> flights;
-  for (const auto& u : units_) {
-    if (!u->shard_grad.defined()) continue;
-    Tensor wire = wire_of(u->shard_grad);
-    Work work = replicate_->all_reduce_async(
-        wire, predivide_for_average(wire, replicate_->size()), CallSite::gradient_sync(fmt::format("hybrid_shard all-reduce of {}", u->flat->name())));
-    flights.push_back({std::move(work), wire, u->shard_grad});
-  }
+  Tensor wire = wire_of(grad);
+  if (wire.impl() == grad.impl()) wire = nograd::clone(grad);
+  Work work = replicate_->all_reduce_async(
+      wire, predivide_for_average(wire, replicate_->size()),
+      CallSite::gradient_sync(fmt::format("hybrid_shard all-reduce of {}", units_[u]->flat->name())));
+  flights_.push_back({std::move(work), wire, grad});
+  log_event({ZeroEvent::Kind::replica_all_reduce, u});
+}
+
+void HybridShard::finish_replica_all_reduces() {
+  NoGradGuard no_grad;
   std::exception_ptr failed;
-  for (InFlight& f : flights) {
+  for (InFlight& f : flights_) {
     try {
       f.work.wait();
-      if (f.wire.storage() != f.grad.storage()) nograd::copy_(f.grad, f.wire);
+      nograd::copy_(f.grad, f.wire);
     } catch (...) {
       if (!failed) failed = std::current_exception();  // the rest are still waited for
     }
   }
+  flights_.clear();
   if (failed) std::rethrow_exception(failed);
 }
 

@@ -18,6 +18,9 @@
 #include <string>
 #include <vector>
 
+#include <optional>
+#include <vector>
+
 #include "collective/device_mesh.h"
 #include "runtime/process_state.h"
 #include "runtime/strategy/zero_stage3.h"
@@ -38,9 +41,12 @@ class HybridShard final : public ZeroStage3 {
   // The world rank and size: every rank reads its own part of the data.
   DataShard data_shard() const override;
   void before_backward(bool sync) override;
-  // Stage 3's backward, then on a syncing backward one all-reduce (average) of each unit's shard
-  // grad across the replicate group.
+  // On a syncing backward, one all-reduce (average) of each unit's shard grad across the replicate
+  // group, started while backward goes on: once the unit after it in reduce order has started its
+  // reduce-scatter, the unit's own is finished and its all-reduce starts on the replicas'
+  // communicator. after_backward starts the rest and waits for all.
   void after_backward() override;
+  void backward_failed() override;
   // Stage 3's shards over the shard group, written by the ranks of replica 0 only (the others hold
   // the same values).
   std::optional<StateShard> model_state_shard(const nn::Module& model) const override;
@@ -57,11 +63,25 @@ class HybridShard final : public ZeroStage3 {
   void check_deferred_init(const nn::StateDict& entries) const override;
 
  private:
-  void all_reduce_shard_grads();
+  void after_reduce_started(size_t u) override;
+  bool averages_replicas() const { return sync_ && replicate_->size() > 1; }
+  void start_replica_all_reduce(size_t u);
+  // Waits for every started all-reduce and copies the averages into the shard grads; rethrows the
+  // first failure once all are waited for.
+  void finish_replica_all_reduces();
+
+  struct InFlight {
+    Work work;
+    Tensor wire;  // a copy of the shard grad (after_backward reads the grad while this runs)
+    Tensor grad;
+  };
 
   std::shared_ptr<Communicator> shard_;
   std::shared_ptr<Communicator> replicate_;
   bool sync_ = true;
+  std::optional<size_t> last_reduced_;  // this backward's latest unit whose all-reduce waits
+  std::vector<bool> started_;           // per unit: its all-reduce started this backward
+  std::vector<InFlight> flights_;
 };
 
 // Throws accel::Error naming hybrid_shard_size (with its source) and the world size when shard_size

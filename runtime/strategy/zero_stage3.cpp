@@ -156,6 +156,7 @@ void ZeroStage3::reduce_unit(size_t u) {
   flat.drop_grads();
   events_.push_back({ZeroEvent::Kind::reduce_scatter, u});
   if (!place.root) free(u);
+  after_reduce_started(u);
 }
 
 void ZeroStage3::after_backward() {

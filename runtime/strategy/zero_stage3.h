@@ -25,9 +25,10 @@
 
 namespace accel {
 
-// What ZeroStage3 did, in order, for tests and logs: "gather 0", "free 0", "reduce-scatter 0".
+// What ZeroStage3 did, in order, for tests and logs: "gather 0", "free 0", "reduce-scatter 0", and
+// HybridShard's "replica all-reduce 0" (each started, not finished).
 struct ZeroEvent {
-  enum class Kind { gather, free, reduce_scatter };
+  enum class Kind { gather, free, reduce_scatter, replica_all_reduce };
   Kind kind;
   size_t unit;
   bool operator==(const ZeroEvent&) const = default;
@@ -66,6 +67,10 @@ class ZeroStage3 : public ZeroStrategy {
   void after_unit_backward(nn::Module& module) override;
   // The slice changed: the gathered buffer (the root's, kept) is stale, so it is freed.
   void after_shard_update(Unit& unit) override;
+  // Unit u's reduce-scatter has started (during backward, or at its end for units backward did not
+  // reach), in the same order on every rank.
+  virtual void after_reduce_started(size_t /*u*/) {}
+  void log_event(ZeroEvent event) { events_.push_back(event); }
 
  private:
   struct Place {

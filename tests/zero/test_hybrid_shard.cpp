@@ -145,9 +145,27 @@ TEST_CASE("HYBRID_SHARD's collectives per communicator: stage 3's on the shard g
       CHECK(total(*shard) == 3);
       CHECK(total(*replicate) == 0);
       shard->reset();
+      strategy.clear_events();
       strategy.before_backward(!accumulate);
       backward(loss);
       strategy.after_backward();
+      // The replicas' all-reduces start during backward: a unit's, once the next unit's reduce-scatter
+      // has started, so the first starts before the last reduce-scatter; each after its own unit's.
+      std::vector<ZeroEvent> sync_order;
+      for (const ZeroEvent& e : strategy.events())
+        if (e.kind == ZeroEvent::Kind::reduce_scatter || e.kind == ZeroEvent::Kind::replica_all_reduce)
+          sync_order.push_back(e);
+      if (!accumulate && replicas > 1) {
+        REQUIRE(sync_order.size() == 6);
+        const auto rs = ZeroEvent::Kind::reduce_scatter, ar = ZeroEvent::Kind::replica_all_reduce;
+        const std::vector<ZeroEvent::Kind> kinds = {rs, rs, ar, rs, ar, ar};
+        for (size_t i = 0; i < 6; ++i) CHECK(sync_order[i].kind == kinds[i]);
+        CHECK(sync_order[2].unit == sync_order[0].unit);
+        CHECK(sync_order[4].unit == sync_order[1].unit);
+        CHECK(sync_order[5].unit == sync_order[3].unit);
+      } else {
+        CHECK(sync_order.size() == 3);  // the reduce-scatters alone
+      }
       CHECK(shard->count("all_gather") == 3);      // one per unit in backward
       CHECK(shard->count("reduce_scatter") == 3);  // one per unit
       CHECK(total(*shard) == 6);
