@@ -198,14 +198,16 @@ TEST_CASE("accel estimate-memory prints the per-rank bytes by strategy, precisio
   CHECK(r.status == 0);
   CHECK(contains(r.output, "mixed_precision fp8 (per rank)"));
   CHECK(contains(r.output, "248879616"));
-  r = run(fmt::format("{} estimate-memory --model gpt2-124M --mixed_precision fp4", kAccel));
-  CHECK(r.status == 1);
-  CHECK(contains(r.output, "--mixed_precision 'fp4' is not one of no, bf16, fp16, fp8"));
-  r = run(fmt::format("{} estimate-memory --model gpt3", kAccel));
-  CHECK(r.status == 1);
-  CHECK(contains(r.output, "--model 'gpt3' is neither a known model"));
-  r = run(fmt::format("{} estimate-memory --model gpt2-124M --strategy zero4", kAccel));
-  CHECK(r.status == 1);
+  // Refused with status 1 and a message saying why.
+  auto check_refused = [](const std::string& args, const std::string& message) {
+    const Run refused = run(fmt::format("{} estimate-memory {}", kAccel, args));
+    INFO(args, ": ", refused.output);
+    CHECK(refused.status == 1);
+    CHECK(contains(refused.output, message));
+  };
+  check_refused("--model gpt2-124M --mixed_precision fp4", "--mixed_precision 'fp4' is not one of no, bf16, fp16, fp8");
+  check_refused("--model gpt3", "--model 'gpt3' is neither a known model");
+  check_refused("--model gpt2-124M --strategy zero4", "--strategy 'zero4' is not one of ddp, zero1, zero2, zero3");
 
   // HYBRID_SHARD in shard groups of 2: FULL_SHARD's bytes at 2 processes, whatever the world size.
   r = run(fmt::format("{} estimate-memory --model gpt2-124M --strategy zero3,HYBRID_SHARD --hybrid_shard_size 2 "
@@ -225,12 +227,9 @@ TEST_CASE("accel estimate-memory prints the per-rank bytes by strategy, precisio
   hybrid_at_8[0] = "HYBRID_SHARD/2";
   hybrid_at_8[1] = "8";
   CHECK(hybrid[5] == hybrid_at_8);
-  r = run(fmt::format("{} estimate-memory --model gpt2-124M --strategy HYBRID_SHARD", kAccel));
-  CHECK(r.status == 1);
-  CHECK(contains(r.output, "--strategy HYBRID_SHARD needs --hybrid_shard_size"));
-  r = run(fmt::format("{} estimate-memory --model gpt2-124M --strategy zero3 --hybrid_shard_size 2", kAccel));
-  CHECK(r.status == 1);
-  CHECK(contains(r.output, "--hybrid_shard_size 2 is given but --strategy (zero3) lists no HYBRID_SHARD"));
+  check_refused("--model gpt2-124M --strategy HYBRID_SHARD", "--strategy HYBRID_SHARD needs --hybrid_shard_size");
+  check_refused("--model gpt2-124M --strategy zero3 --hybrid_shard_size 2",
+                "--hybrid_shard_size 2 is given but --strategy (zero3) lists no HYBRID_SHARD");
 }
 
 #if defined(ACCEL_MPIRUN) && defined(ACCEL_EXAMPLES_DIR)
