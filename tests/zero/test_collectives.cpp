@@ -178,12 +178,14 @@ TEST_CASE("stage 3: one all-gather per unit in forward, one in backward, one red
   }
 }
 
-TEST_CASE("stage 3: get_state_dict gathers the full weights; a parameter read outside its unit says why it cannot") {
+TEST_CASE("stage 3: get_state_dict gathers the full weights; a parameter read outside its unit says why it cannot; "
+          "loading full weights runs no collective") {
   auto model = make_odd_mlp(9);
   const nn::StateDict before = model->state_dict();
   std::vector<std::vector<float>> expected;
   for (const auto& [name, t] : before) expected.push_back(t.to_vector<float>());
-  ZeroStage3 strategy(Device::cpu(), world()->dup(), DType::f32, AutoWrapPolicy{.min_num_params = 60}, true);
+  auto counting = std::make_shared<CountingCommunicator>(world()->dup());
+  ZeroStage3 strategy(Device::cpu(), counting, DType::f32, AutoWrapPolicy{.min_num_params = 60}, true);
   strategy.prepare_model(*model);  // every rank built seed 9, so rank 0's broadcast changes nothing
   CHECK(strategy.unit_names(*model) == std::vector<std::string>{"0", "2", "(root)"});
   const nn::StateDict full = strategy.model_state_dict(*model);
@@ -194,10 +196,12 @@ TEST_CASE("stage 3: get_state_dict gathers the full weights; a parameter read ou
   }
   CHECK_THROWS_WITH_AS(model->parameters()[0].to_vector<float>(),
                        doctest::Contains("was released (a sharded parameter read outside its unit's forward"), Error);
-  // Loading full weights keeps each rank's slices of them.
+  // Loading full weights keeps each rank's slices of them, copied out of them: no collective.
   nn::StateDict doubled;
   for (const auto& [name, t] : full) doubled.emplace_back(name, t * 2.0);
+  counting->reset();
   strategy.load_model_state_dict(*model, doubled, true);
+  CHECK(total(*counting) == 0);
   const nn::StateDict back = strategy.model_state_dict(*model);
   for (size_t i = 0; i < back.size(); ++i) CHECK(back[i].second.to_vector<float>() == (full[i].second * 2.0).to_vector<float>());
 }
