@@ -75,8 +75,9 @@ std::optional<bool> accelerate_switch(const std::string& text) {
 
 std::optional<std::string> accelerate_sharding_strategy(const std::string& text) {
   // Accelerate numbers them from 1 in the order of torch's ShardingStrategy enum.
-  static constexpr std::array<const char*, 4> kByNumber{"FULL_SHARD", "SHARD_GRAD_OP", "NO_SHARD", "HYBRID_SHARD"};
-  if (text.size() == 1 && text[0] >= '1' && text[0] <= '4') return kByNumber[static_cast<size_t>(text[0] - '1')];
+  static constexpr std::array<const char*, 5> kByNumber{"FULL_SHARD", "SHARD_GRAD_OP", "NO_SHARD", "HYBRID_SHARD",
+                                                        "HYBRID_SHARD_ZERO2"};
+  if (text.size() == 1 && text[0] >= '1' && text[0] <= '5') return kByNumber[static_cast<size_t>(text[0] - '1')];
   if (value_in(kShardingStrategyNames, text)) return text;
   return std::nullopt;
 }

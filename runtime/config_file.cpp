@@ -191,8 +191,9 @@ void validate_config(const ConfigFile& c, const std::string& source) {
     throw Error(fmt::format("{}: use_cpu true contradicts backend 'nccl' (NCCL needs GPUs)", source));
   if (c.num_processes % c.tp_size != 0)
     throw Error(fmt::format("{}: tp_size {} does not divide num_processes {}", source, c.tp_size, c.num_processes));
-  if (c.fsdp_hybrid_shard_size != 0 && c.fsdp_sharding_strategy != "HYBRID_SHARD")
-    throw Error(fmt::format("{}: fsdp_hybrid_shard_size {} is for fsdp_sharding_strategy HYBRID_SHARD, but that is "
+  if (c.fsdp_hybrid_shard_size != 0 && !is_hybrid(c.fsdp_sharding_strategy))
+    throw Error(fmt::format("{}: fsdp_hybrid_shard_size {} is for fsdp_sharding_strategy HYBRID_SHARD (or "
+                            "HYBRID_SHARD_ZERO2), but that is "
                             "'{}'",
                             source, c.fsdp_hybrid_shard_size, c.fsdp_sharding_strategy));
   if (c.fsdp_hybrid_shard_size != 0 && c.num_processes % c.fsdp_hybrid_shard_size != 0)

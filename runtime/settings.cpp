@@ -168,7 +168,8 @@ void resolve_sharding(const AcceleratorOptions& o, const Env& env, const std::op
   }
   if (fsdp) {
     text = std::to_string(zero_stage_of(*fsdp));
-    s.hybrid_shard = *fsdp == ShardingStrategy::hybrid_shard;
+    s.hybrid_shard = is_hybrid(*fsdp);
+    if (*fsdp == ShardingStrategy::hybrid_shard_zero2) s.reshard_after_forward = false;
   }
   const std::optional<int> stage = parse_zero_stage(text);
   if (!stage)

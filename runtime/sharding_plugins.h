@@ -18,16 +18,30 @@ enum class ShardingStrategy : uint8_t {
   shard_grad_op = 1,  // grads and optimizer state sharded: ZeRO stage 2
   no_shard = 2,       // plain data parallel: ZeRO stage 0
   hybrid_shard = 3,   // full_shard within a shard group (a node), replicated across the groups
+  // hybrid_shard whose units stay gathered from their forward to the end of their backward
+  // (reshard_after_forward false), as FSDP's _HYBRID_SHARD_ZERO2: fewer all-gathers, more memory
+  hybrid_shard_zero2 = 4,
 };
 
-inline constexpr std::array<NamedValue<ShardingStrategy>, 4> kShardingStrategyNames{{
+inline constexpr std::array<NamedValue<ShardingStrategy>, 5> kShardingStrategyNames{{
     {ShardingStrategy::full_shard, "FULL_SHARD"},
     {ShardingStrategy::shard_grad_op, "SHARD_GRAD_OP"},
     {ShardingStrategy::no_shard, "NO_SHARD"},
     {ShardingStrategy::hybrid_shard, "HYBRID_SHARD"},
+    {ShardingStrategy::hybrid_shard_zero2, "HYBRID_SHARD_ZERO2"},
 }};
 
 constexpr const char* name_of(ShardingStrategy value) { return name_in(kShardingStrategyNames, value); }
+
+// HYBRID_SHARD and HYBRID_SHARD_ZERO2: a {dp_replicate, dp_shard} mesh, and a hybrid_shard_size.
+constexpr bool is_hybrid(ShardingStrategy s) {
+  return s == ShardingStrategy::hybrid_shard || s == ShardingStrategy::hybrid_shard_zero2;
+}
+// The same for a strategy's name (false for a name that is no strategy).
+inline bool is_hybrid(const std::string& name) {
+  const std::optional<ShardingStrategy> s = value_in(kShardingStrategyNames, name);
+  return s && is_hybrid(*s);
+}
 
 // DeepSpeed's ZeRO, as Accelerate's DeepSpeedPlugin(zero_stage=2, gradient_accumulation_steps=2).
 struct DeepSpeedPlugin {

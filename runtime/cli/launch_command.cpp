@@ -107,12 +107,12 @@ void LaunchCommand::apply_sharding_flags(ConfigFile& c) const {
   if (use_fsdp_) {
     c.fsdp_sharding_strategy = fsdp_strategy_.empty() ? "FULL_SHARD" : fsdp_strategy_;
     c.zero_stage = 0;
-    if (c.fsdp_sharding_strategy != "HYBRID_SHARD") c.fsdp_hybrid_shard_size = 0;
+    if (!is_hybrid(c.fsdp_sharding_strategy)) c.fsdp_hybrid_shard_size = 0;
   }
   if (hybrid_shard_size_ >= 0) {
-    if (c.fsdp_sharding_strategy != "HYBRID_SHARD")
+    if (!is_hybrid(c.fsdp_sharding_strategy))
       throw Error(fmt::format("accel launch: --fsdp_hybrid_shard_size {} needs --use_fsdp --fsdp_sharding_strategy "
-                              "HYBRID_SHARD, but the sharding strategy is '{}'",
+                              "HYBRID_SHARD (or HYBRID_SHARD_ZERO2), but the sharding strategy is '{}'",
                               hybrid_shard_size_, c.fsdp_sharding_strategy));
     c.fsdp_hybrid_shard_size = hybrid_shard_size_;
   }

@@ -55,6 +55,8 @@ class ZeroStage3 : public ZeroStrategy {
   // The same from a file, reading only the bytes of this rank's slices: no rank holds the whole model.
   nn::LoadResult load_model_file(nn::Module& model, const std::string& path, bool strict) override;
 
+  // Whether a unit is freed after its forward (else it stays gathered until its backward is done).
+  bool reshard_after_forward() const { return reshard_after_forward_; }
   // The unit names of a prepared model ("" is the root unit), in forward order.
   std::vector<std::string> unit_names(const nn::Module& model) const;
   // The log since the last clear_events().

@@ -93,8 +93,8 @@ TEST_CASE("accel launch --use_deepspeed --zero_stage N and --use_fsdp set the sh
         std::string::npos);
   r = run(fmt::format("{} launch --dry-run -n 4 --use_fsdp --fsdp_hybrid_shard_size 2 prog", kAccel));
   CHECK(r.status != 0);
-  CHECK(r.output.find("--fsdp_hybrid_shard_size 2 needs --use_fsdp --fsdp_sharding_strategy HYBRID_SHARD, but the "
-                      "sharding strategy is 'FULL_SHARD'") != std::string::npos);
+  CHECK(r.output.find("--fsdp_hybrid_shard_size 2 needs --use_fsdp --fsdp_sharding_strategy HYBRID_SHARD (or "
+                      "HYBRID_SHARD_ZERO2), but the sharding strategy is 'FULL_SHARD'") != std::string::npos);
   r = run(fmt::format("{} launch --dry-run -n 4 --use_fsdp --fsdp_sharding_strategy HYBRID_SHARD "
                       "--fsdp_hybrid_shard_size 3 prog",
                       kAccel));

@@ -87,7 +87,8 @@ TEST_CASE("accelerate_switch and accelerate_sharding_strategy read Accelerate's 
   CHECK(accelerate_sharding_strategy("3") == "NO_SHARD");
   CHECK(accelerate_sharding_strategy("4") == "HYBRID_SHARD");
   CHECK(accelerate_sharding_strategy("NO_SHARD") == "NO_SHARD");
-  CHECK_FALSE(accelerate_sharding_strategy("5").has_value());
+  CHECK(accelerate_sharding_strategy("5") == "HYBRID_SHARD_ZERO2");
+  CHECK_FALSE(accelerate_sharding_strategy("6").has_value());
   CHECK_FALSE(accelerate_sharding_strategy("full_shard").has_value());
 }
 

@@ -36,7 +36,12 @@ TEST_CASE("name tables: names both ways; fp8 and FSDP's HYBRID_SHARD are offered
   CHECK(available_choices(kMixedPrecisionNames) == "no, fp16, bf16 or fp8");
   CHECK(value_in(kShardingStrategyNames, "HYBRID_SHARD") == ShardingStrategy::hybrid_shard);
   CHECK(available_in(kShardingStrategyNames, ShardingStrategy::hybrid_shard));
-  CHECK(available_choices(kShardingStrategyNames) == "FULL_SHARD, SHARD_GRAD_OP, NO_SHARD or HYBRID_SHARD");
+  CHECK(available_choices(kShardingStrategyNames) ==
+        "FULL_SHARD, SHARD_GRAD_OP, NO_SHARD, HYBRID_SHARD or HYBRID_SHARD_ZERO2");
+  CHECK(is_hybrid("HYBRID_SHARD_ZERO2"));
+  CHECK(is_hybrid(ShardingStrategy::hybrid_shard));
+  CHECK_FALSE(is_hybrid("FULL_SHARD"));
+  CHECK_FALSE(is_hybrid("hybrid_shard"));
   CHECK(available_choices(kBackendNames) == "auto, mpi, ring or nccl");
   CHECK(available_choices(kGradCommDTypeNames) == "f32, compute, f16 or bf16");
 }

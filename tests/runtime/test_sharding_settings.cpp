@@ -99,7 +99,7 @@ TEST_CASE("bad sharding configurations name both settings") {
                        Error);
   CHECK_THROWS_WITH_AS(resolve_settings(quiet(), with_env({{"ACCEL_FSDP_SHARDING_STRATEGY", "FULL"}})),
                        "Accelerator: fsdp_sharding_strategy 'FULL' from environment ACCEL_FSDP_SHARDING_STRATEGY is not "
-                       "valid; expected FULL_SHARD, SHARD_GRAD_OP, NO_SHARD or HYBRID_SHARD",
+                       "valid; expected FULL_SHARD, SHARD_GRAD_OP, NO_SHARD, HYBRID_SHARD or HYBRID_SHARD_ZERO2",
                        Error);
 }
 
@@ -144,6 +144,26 @@ TEST_CASE("HYBRID_SHARD is stage 3 over a mesh; its hybrid_shard_size comes from
   std::filesystem::remove(path);
 }
 
+TEST_CASE("HYBRID_SHARD_ZERO2 is HYBRID_SHARD whose units stay gathered from forward to backward") {
+  AcceleratorOptions o = quiet();
+  o.fsdp_plugin = FSDPPlugin{.sharding_strategy = ShardingStrategy::hybrid_shard_zero2, .hybrid_shard_size = 2};
+  EffectiveSettings s = resolve_settings(o, kNoEnv);
+  CHECK(s.zero_stage.value == 3);
+  CHECK(s.hybrid_shard);
+  CHECK_FALSE(s.reshard_after_forward);  // whatever the plugin's reshard_after_forward says
+  CHECK(s.hybrid_shard_size.value == 2);
+  CHECK(s.describe().find("sharding_strategy HYBRID_SHARD_ZERO2") != std::string::npos);
+  s = resolve_settings(quiet(), with_env({{"FSDP_SHARDING_STRATEGY", "5"}, {"ACCELERATE_USE_FSDP", "True"},
+                                          {"ACCEL_FSDP_HYBRID_SHARD_SIZE", "2"}}));
+  CHECK(s.hybrid_shard);
+  CHECK_FALSE(s.reshard_after_forward);
+  const ConfigFile c = parse_config("fsdp_sharding_strategy: HYBRID_SHARD_ZERO2\nfsdp_hybrid_shard_size: 2\nnum_processes: 4\n",
+                                    "test.yaml");
+  CHECK(c.fsdp_hybrid_shard_size == 2);
+  o.fsdp_plugin = FSDPPlugin{.sharding_strategy = ShardingStrategy::hybrid_shard};
+  CHECK(resolve_settings(o, kNoEnv).reshard_after_forward);  // plain HYBRID_SHARD keeps the plugin's default
+}
+
 TEST_CASE("a hybrid_shard_size for another strategy, or a bad one, names both settings") {
   AcceleratorOptions o = quiet();
   o.fsdp_plugin = FSDPPlugin{.sharding_strategy = ShardingStrategy::full_shard, .hybrid_shard_size = 2};
@@ -163,8 +183,8 @@ TEST_CASE("a hybrid_shard_size for another strategy, or a bad one, names both se
                        "per HYBRID_SHARD shard group; 0: the ranks of one node)",
                        Error);
   CHECK_THROWS_WITH_AS(parse_config("fsdp_sharding_strategy: FULL_SHARD\nfsdp_hybrid_shard_size: 2\n", "test.yaml"),
-                       "test.yaml: fsdp_hybrid_shard_size 2 is for fsdp_sharding_strategy HYBRID_SHARD, but that is "
-                       "'FULL_SHARD'",
+                       "test.yaml: fsdp_hybrid_shard_size 2 is for fsdp_sharding_strategy HYBRID_SHARD (or "
+                       "HYBRID_SHARD_ZERO2), but that is 'FULL_SHARD'",
                        Error);
   CHECK_THROWS_WITH_AS(
       parse_config("fsdp_sharding_strategy: HYBRID_SHARD\nfsdp_hybrid_shard_size: 3\nnum_processes: 4\n", "test.yaml"),

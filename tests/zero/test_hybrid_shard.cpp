@@ -81,6 +81,25 @@ TEST_CASE("HYBRID_SHARD equals DDP in f32 over 20 steps on every mesh, with and 
   }
 }
 
+TEST_CASE("HYBRID_SHARD_ZERO2 keeps its units gathered from forward to backward and equals DDP") {
+  for (const int shard_size : shard_sizes()) {
+    INFO("rank ", world()->rank(), ", ", hybrid_name(shard_size));
+    AcceleratorOptions o = options();
+    o.fsdp_plugin = FSDPPlugin{.sharding_strategy = ShardingStrategy::hybrid_shard_zero2, .auto_wrap = {},
+                               .hybrid_shard_size = shard_size};
+    const Accelerator accelerator(o);
+    const auto* hybrid = dynamic_cast<const HybridShard*>(&accelerator.strategy());
+    REQUIRE(hybrid != nullptr);
+    CHECK_FALSE(hybrid->reshard_after_forward());
+    for (const int k : {1, 3}) {
+      ZeroSpec spec = hybrid_spec(shard_size);
+      spec.hybrid_zero2 = true;
+      spec.accumulation_steps = k;
+      check_equal_to_ddp(spec, 1e-6);
+    }
+  }
+}
+
 TEST_CASE("HYBRID_SHARD equals DDP with parameter groups, wrapping by parameter count and the ring backend") {
   for (const int shard_size : shard_sizes()) {
     INFO("rank ", world()->rank(), ", ", hybrid_name(shard_size));

@@ -30,6 +30,7 @@ struct ZeroSpec {
   double bucket_cap_mb = 256.0 / (1 << 20);  // 64 floats: several units over the small model
   AutoWrapPolicy auto_wrap{};
   bool reshard_after_forward = true;
+  bool hybrid_zero2 = false;  // with hybrid_shard_size > 0: HYBRID_SHARD_ZERO2 instead of HYBRID_SHARD
   // > 0: FSDP's HYBRID_SHARD (stage 3 within shard groups of this many ranks, replicated across them);
   // zero_stage must then be 3.
   int hybrid_shard_size = 0;
