@@ -42,18 +42,23 @@ void check_contiguous(const char* op, const Tensor& t, const char* list, size_t 
                             i, shape_str(t.shape()), shape_str(t.strides())));
 }
 
-void check_params(const char* op, const std::vector<Tensor>& params) {
-  for (size_t i = 0; i < params.size(); ++i) {
-    const Tensor& p = params[i];
-    if (!p.defined()) throw Error(fmt::format("{}: params[{}] is undefined", op, i));
-    if (!is_floating(p.dtype()))
-      throw Error(fmt::format("{}: params[{}] is {}, expected a floating dtype (f64, f32, f16, bf16)", op, i,
-                              dtype_name(p.dtype())));
-    if (p.device() != params[0].device())
-      throw Error(fmt::format("{}: params[{}] is on {} but params[0] is on {}", op, i, p.device().str(),
-                              params[0].device().str()));
-    check_contiguous(op, p, "params", i);
+// Every tensor of list (named list) defined, floating and on list[0]'s device.
+void check_floating_list(const char* op, const std::vector<Tensor>& tensors, const char* list) {
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const Tensor& t = tensors[i];
+    if (!t.defined()) throw Error(fmt::format("{}: {}[{}] is undefined", op, list, i));
+    if (!is_floating(t.dtype()))
+      throw Error(fmt::format("{}: {}[{}] is {}, expected a floating dtype (f64, f32, f16, bf16)", op, list, i,
+                              dtype_name(t.dtype())));
+    if (t.device() != tensors[0].device())
+      throw Error(fmt::format("{}: {}[{}] is on {} but {}[0] is on {}", op, list, i, t.device().str(), list,
+                              tensors[0].device().str()));
   }
+}
+
+void check_params(const char* op, const std::vector<Tensor>& params) {
+  check_floating_list(op, params, "params");
+  for (size_t i = 0; i < params.size(); ++i) check_contiguous(op, params[i], "params", i);
 }
 
 // A grad or state tensor that goes with params[i]; state tensors are written in place.
@@ -84,19 +89,6 @@ std::vector<Tensor> checked_grads(const char* op, const std::vector<Tensor>& par
   return out;
 }
 
-// Every grad defined, floating and on grads[0]'s device.
-void check_grad_list(const char* op, const std::vector<Tensor>& grads) {
-  for (size_t i = 0; i < grads.size(); ++i) {
-    const Tensor& g = grads[i];
-    if (!g.defined()) throw Error(fmt::format("{}: grads[{}] is undefined", op, i));
-    if (!is_floating(g.dtype()))
-      throw Error(fmt::format("{}: grads[{}] is {}, expected a floating dtype (f64, f32, f16, bf16)", op, i,
-                              dtype_name(g.dtype())));
-    if (g.device() != grads[0].device())
-      throw Error(fmt::format("{}: grads[{}] is on {} but grads[0] is on {}", op, i, g.device().str(),
-                              grads[0].device().str()));
-  }
-}
 
 }  // namespace
 
@@ -146,7 +138,7 @@ bool unscale_and_check_(const std::vector<Tensor>& grads, double inv_scale) {
   const char* op = "unscale_and_check_";
   if (!std::isfinite(inv_scale) || inv_scale <= 0.0)
     throw Error(fmt::format("{}: inv_scale must be finite and > 0, got {}", op, inv_scale));
-  check_grad_list(op, grads);
+  check_floating_list(op, grads, "grads");
   for (size_t i = 0; i < grads.size(); ++i) check_contiguous(op, grads[i], "grads", i);
   if (grads.empty()) return false;
   if (grads[0].device().is_cpu()) return cpu::unscale_and_check_(grads, inv_scale);
@@ -162,7 +154,7 @@ double grad_norm_power(const std::vector<Tensor>& grads, double norm_type) {
   const bool inf = std::isinf(norm_type) && norm_type > 0;
   if (!inf && !(norm_type > 0 && std::isfinite(norm_type)))
     throw Error(fmt::format("{}: norm_type must be > 0 or inf, got {}", op, norm_type));
-  check_grad_list(op, grads);
+  check_floating_list(op, grads, "grads");
   if (grads.empty()) return 0.0;
   if (grads[0].device().is_cpu()) {
     std::vector<Tensor> dense;
