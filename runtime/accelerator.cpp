@@ -24,6 +24,7 @@
 #include "runtime/precision/make_precision.h"
 #include "runtime/prepared_names.h"
 #include "runtime/safetensors.h"
+#include "runtime/state_reader.h"
 #include "runtime/strategy/data_parallel.h"
 #include "runtime/strategy/make_strategy.h"
 #include "tensor/creation.h"
@@ -409,7 +410,7 @@ void Accelerator::save_model(const nn::Module& model, const std::string& dir) {
 nn::LoadResult Accelerator::load_model(nn::Module& model, const std::string& path, bool strict) {
   const std::filesystem::path file =
       std::filesystem::is_directory(path) ? std::filesystem::path(path) / "model.safetensors" : std::filesystem::path(path);
-  const nn::LoadResult result = strategy_->load_model_file(model, file.string(), strict);
+  const nn::LoadResult result = strategy_->load_model_state(model, SafetensorsReader({file.string()}), strict);
   weights_changed();  // DDP's 16-bit weight copies are rounded again
   return result;
 }

@@ -75,14 +75,14 @@ optim::StateDict name_optimizer_state(const optim::StateDict& by_index, const st
   return out;
 }
 
-optim::StateDict index_optimizer_state(const optim::StateDict& by_name, const std::vector<std::string>& names,
-                                       const std::string& source) {
+std::vector<std::string> index_optimizer_keys(const std::vector<std::string>& by_name,
+                                              const std::vector<std::string>& names, const std::string& source) {
   std::unordered_map<std::string, size_t> index_of;
   for (size_t i = 0; i < names.size(); ++i) index_of.emplace(names[i], i);
-  optim::StateDict out;
+  std::vector<std::string> out;
   std::map<std::string, std::set<std::string>> slots_of;  // by parameter name
   std::set<std::string> all_slots;
-  for (const auto& [key, t] : by_name) {
+  for (const std::string& key : by_name) {
     std::string name, slot;
     if (group_member_key(key, name)) {
       const auto it = index_of.find(name);
@@ -90,11 +90,11 @@ optim::StateDict index_optimizer_state(const optim::StateDict& by_name, const st
         throw Error(fmt::format("load_state: {}: key '{}' is the parameter group of a parameter '{}' that this "
                                 "optimizer does not have; is this a checkpoint of another model?",
                                 source, key, name));
-      out.emplace_back(fmt::format("{}{}", kGroupPrefix, it->second), t);
+      out.push_back(fmt::format("{}{}", kGroupPrefix, it->second));
       continue;
     }
     if (!split_key(key, name, slot)) {
-      out.emplace_back(key, t);
+      out.push_back(key);
       continue;
     }
     const auto it = index_of.find(name);
@@ -102,11 +102,21 @@ optim::StateDict index_optimizer_state(const optim::StateDict& by_name, const st
       throw Error(fmt::format("load_state: {}: key '{}' is the state of a parameter '{}' that this optimizer does "
                               "not have; is this a checkpoint of another model?",
                               source, key, name));
-    out.emplace_back(fmt::format("{}{}.{}", kPrefix, it->second, slot), t);
+    out.push_back(fmt::format("{}{}.{}", kPrefix, it->second, slot));
     slots_of[name].insert(slot);
     all_slots.insert(slot);
   }
   check_complete(slots_of, all_slots, source);
+  return out;
+}
+
+optim::StateDict index_optimizer_state(const optim::StateDict& by_name, const std::vector<std::string>& names,
+                                       const std::string& source) {
+  std::vector<std::string> keys;
+  for (const auto& [key, t] : by_name) keys.push_back(key);
+  keys = index_optimizer_keys(keys, names, source);
+  optim::StateDict out;
+  for (size_t i = 0; i < keys.size(); ++i) out.emplace_back(keys[i], by_name[i].second);
   return out;
 }
 

@@ -17,5 +17,8 @@ optim::StateDict name_optimizer_state(const optim::StateDict& by_index, const st
 // accel::Error naming source (the file) and the key.
 optim::StateDict index_optimizer_state(const optim::StateDict& by_name, const std::vector<std::string>& names,
                                        const std::string& source);
+// The same for the keys alone, in order (for a state read lazily).
+std::vector<std::string> index_optimizer_keys(const std::vector<std::string>& by_name,
+                                              const std::vector<std::string>& names, const std::string& source);
 
 }  // namespace accel

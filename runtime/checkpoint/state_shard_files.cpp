@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <iterator>
 #include <map>
+#include <functional>
 #include <variant>
 #include <nlohmann/json.hpp>
 
@@ -89,42 +90,59 @@ std::vector<std::string> index_files(const fs::path& index) {
   }
 }
 
-constexpr int64_t kWhole = -1;     // Assembly::dim of a tensor written whole
-constexpr int64_t kElements = -2;  // ... of one put together from element runs, or from cuts of several dims
-
-// A full tensor being put together: the runs of its flattened elements the pieces filled (disjoint;
-// start -> end, adjacent ones merged), and the dim every piece cut, for the message when some are missing.
-struct Assembly {
-  Tensor full;
-  int64_t dim = kWhole;
-  std::map<int64_t, int64_t> runs;
-  int64_t filled = 0;  // elements
+// A piece of a full tensor and where its elements come from: a shard file's entry, or a tensor in memory.
+struct PieceSource {
+  Piece where;
+  Shape shape;  // the piece's own
+  DType dtype = DType::f32;
+  std::string origin;  // the file, for messages
+  std::function<Tensor(int64_t first, int64_t count)> read;  // the piece's flattened elements
 };
 
-// Whether the piece t lies inside a full tensor of where.full.
-bool fits(const Tensor& t, const Piece& where) {
-  if (where.elements) return t.dim() == 1 && where.offset >= 0 && where.offset + t.numel() <= numel_of(where.full);
-  if (where.dim < 0 || where.dim >= t.dim() || t.dim() != static_cast<int64_t>(where.full.size())) return false;
-  for (int64_t d = 0; d < t.dim(); ++d)
-    if (d != where.dim && t.size(d) != where.full[static_cast<size_t>(d)]) return false;
-  return where.offset >= 0 && where.offset + t.size(where.dim) <= where.full[static_cast<size_t>(where.dim)];
+// A full tensor's pieces, and the runs of its flattened elements they cover (disjoint; start -> end,
+// adjacent ones merged), and the dim every piece cut, for the message when some are missing.
+constexpr int64_t kElements = -1;  // Pieces::dim of runs of elements, or cuts of several dims
+struct Pieces {
+  StateEntry entry;
+  bool whole = false;  // one piece that is the whole tensor
+  int64_t dim = kElements;
+  std::map<int64_t, int64_t> runs;
+  int64_t filled = 0;  // elements
+  std::vector<PieceSource> sources;
+};
+
+// Whether the piece lies inside a full tensor of where.full.
+bool fits(const Shape& piece, const Piece& where) {
+  const int64_t rank = static_cast<int64_t>(piece.size());
+  if (where.elements) return rank == 1 && where.offset >= 0 && where.offset + piece[0] <= numel_of(where.full);
+  if (where.dim < 0 || where.dim >= rank || rank != static_cast<int64_t>(where.full.size())) return false;
+  for (int64_t d = 0; d < rank; ++d)
+    if (d != where.dim && piece[static_cast<size_t>(d)] != where.full[static_cast<size_t>(d)]) return false;
+  const int64_t rows = piece[static_cast<size_t>(where.dim)];
+  return where.offset >= 0 && where.offset + rows <= where.full[static_cast<size_t>(where.dim)];
 }
 
-// The runs of the full tensor's flattened elements that the piece covers: one for an element run, one
-// per index of the dims before the cut one for rows along a dim.
-std::vector<std::pair<int64_t, int64_t>> covered_runs(const Tensor& t, const Piece& where) {
-  if (where.elements) return {{where.offset, where.offset + t.numel()}};
+// The runs of the full tensor's flattened elements that the piece covers, each with where it starts in
+// the piece's own flattened elements: one for an element run, one per index of the dims before the cut
+// one for rows along a dim.
+struct CoveredRun {
+  int64_t start, end, piece_start;
+};
+std::vector<CoveredRun> covered_runs(const PieceSource& p) {
+  const Piece& where = p.where;
+  if (where.elements) return {{where.offset, where.offset + numel_of(p.shape), 0}};
   int64_t outer = 1, inner = 1;
   for (int64_t d = 0; d < where.dim; ++d) outer *= where.full[static_cast<size_t>(d)];
   for (size_t d = static_cast<size_t>(where.dim) + 1; d < where.full.size(); ++d) inner *= where.full[d];
-  const int64_t size = where.full[static_cast<size_t>(where.dim)], rows = t.size(where.dim);
-  std::vector<std::pair<int64_t, int64_t>> out;
-  for (int64_t o = 0; o < outer; ++o) out.emplace_back((o * size + where.offset) * inner, (o * size + where.offset + rows) * inner);
+  const int64_t size = where.full[static_cast<size_t>(where.dim)], rows = p.shape[static_cast<size_t>(where.dim)];
+  std::vector<CoveredRun> out;
+  for (int64_t o = 0; o < outer; ++o)
+    out.push_back({(o * size + where.offset) * inner, (o * size + where.offset + rows) * inner, o * rows * inner});
   return out;
 }
 
 // Marks [start, end) filled; false when part of it was filled already.
-bool fill(Assembly& a, int64_t start, int64_t end) {
+bool fill(Pieces& a, int64_t start, int64_t end) {
   if (start == end) return true;
   auto next = a.runs.upper_bound(start);
   if (next != a.runs.end() && next->first < end) return false;
@@ -142,48 +160,158 @@ bool fill(Assembly& a, int64_t start, int64_t end) {
   return true;
 }
 
-void place(Assembly& a, const Tensor& piece, const Piece& where, const std::string& name, const std::string& file) {
-  const std::string at = where.elements ? fmt::format("elements {} to {}", where.offset, where.offset + piece.numel())
-                                        : fmt::format("offset {} of dim {}", where.offset, where.dim);
-  if (a.dim == kWhole && a.full.defined())
-    throw Error(fmt::format("load_state: {}: '{}' is stored whole in one shard file and in pieces in another", file,
-                            name));
-  if (!a.full.defined()) a.full = zeros(where.full, piece.dtype(), Device::cpu()), a.dim = where.elements ? kElements : where.dim;
-  if (a.full.shape() != where.full || a.full.dtype() != piece.dtype() || !fits(piece, where))
-    throw Error(fmt::format("load_state: {}: the piece of '{}' at {} ({} {}) does not fit its full tensor {} {}", file,
-                            name, at, dtype_name(piece.dtype()), shape_str(piece.shape()), dtype_name(a.full.dtype()),
-                            shape_str(a.full.shape())));
-  for (const auto& [start, end] : covered_runs(piece, where))
-    if (!fill(a, start, end))
+// Adds a piece of the full tensor `name` to a, checking that it fits and overlaps no other piece.
+void add_piece(Pieces& a, const std::string& name, PieceSource piece, bool whole) {
+  const Piece& where = piece.where;
+  const std::string at = whole           ? std::string("whole")
+                         : where.elements ? fmt::format("elements {} to {}", where.offset, where.offset + numel_of(piece.shape))
+                                          : fmt::format("offset {} of dim {}", where.offset, where.dim);
+  if (!a.sources.empty() && a.whole && whole) return;  // a tensor held whole by several parts: one copy is enough
+  if (!a.sources.empty() && (a.whole || whole))
+    throw Error(fmt::format("load_state: {}: '{}' is stored whole in one shard file and in pieces in another",
+                            piece.origin, name));
+  if (a.sources.empty()) {
+    a.entry = {name, where.full, piece.dtype};
+    a.whole = whole;
+    a.dim = where.elements ? kElements : where.dim;
+  }
+  if (a.entry.shape != where.full || a.entry.dtype != piece.dtype || !fits(piece.shape, where))
+    throw Error(fmt::format("load_state: {}: the piece of '{}' at {} ({} {}) does not fit its full tensor {} {}",
+                            piece.origin, name, at, dtype_name(piece.dtype), shape_str(piece.shape),
+                            dtype_name(a.entry.dtype), shape_str(a.entry.shape)));
+  for (const CoveredRun& run : covered_runs(piece))
+    if (!fill(a, run.start, run.end))
       throw Error(fmt::format("load_state: {}: the piece of '{}' at {} overlaps another piece of it; is a shard file "
                               "repeated?",
-                              file, name, at));
-  if (where.elements) {
-    nograd::copy_(nograd::narrow(nograd::view(a.full, {a.full.numel()}), 0, where.offset, piece.numel()), piece);
-  } else {
-    nograd::copy_(nograd::narrow(a.full, where.dim, where.offset, piece.size(where.dim)), piece);
-  }
+                              piece.origin, name, at));
   if (where.elements || a.dim != where.dim) a.dim = kElements;
+  a.sources.push_back(std::move(piece));
 }
 
-// The place of piece `key` from a file's metadata.
+// What is missing when the pieces did not fill a full tensor: rows along the dim they all cut, else elements.
+std::string missing_message(const Pieces& a, const fs::path& index) {
+  const int64_t numel = numel_of(a.entry.shape);
+  if (a.dim >= 0) {
+    const int64_t rows = a.entry.shape[static_cast<size_t>(a.dim)], per_row = numel / std::max<int64_t>(rows, 1);
+    return fmt::format("load_state: {}: the shard files hold {} of the {} rows of '{}' along dim {}; a shard file is "
+                       "missing",
+                       index.string(), a.filled / std::max<int64_t>(per_row, 1), rows, a.entry.name, a.dim);
+  }
+  return fmt::format("load_state: {}: the shard files hold {} of the {} elements of '{}'; a shard file is missing",
+                     index.string(), a.filled, numel, a.entry.name);
+}
+
+// A full state over pieces: a read takes from each piece only the elements it asks for.
+class PiecesReader final : public StateReader {
+ public:
+  PiecesReader(std::vector<Pieces> tensors, std::string holder) : tensors_(std::move(tensors)), holder_(std::move(holder)) {
+    std::vector<StateEntry> entries;
+    for (const Pieces& a : tensors_) entries.push_back(a.entry);
+    set_entries(std::move(entries));
+  }
+
+ private:
+  Tensor read_range(size_t i, int64_t first, int64_t count) const override {
+    NoGradGuard no_grad;
+    const Pieces& a = tensors_[i];
+    const int64_t last = first + count;
+    // Per piece, the parts of [first, last) it holds: (where in the piece, where in the result, how many).
+    struct Part {
+      int64_t piece_at, out_at, n;
+    };
+    std::vector<std::pair<const PieceSource*, std::vector<Part>>> parts;
+    int64_t found = 0;
+    for (const PieceSource& p : a.sources) {
+      std::vector<Part> mine;
+      for (const CoveredRun& run : covered_runs(p)) {
+        const int64_t lo = std::max(run.start, first), hi = std::min(run.end, last);
+        if (lo < hi) mine.push_back({run.piece_start + lo - run.start, lo - first, hi - lo}), found += hi - lo;
+      }
+      if (!mine.empty()) parts.emplace_back(&p, std::move(mine));
+    }
+    if (found != count)
+      throw Error(fmt::format("{}: elements {} to {} of '{}' are not all held here ({} of {}); a reader of one "
+                              "rank's shard holds only that rank's runs",
+                              holder_, first, last, a.entry.name, found, count));
+    if (parts.size() == 1 && parts[0].second.size() == 1)  // one run of one piece: no copy
+      return parts[0].first->read(parts[0].second[0].piece_at, count);
+    Tensor out;
+    for (const auto& [piece, runs] : parts) {
+      // One read over the span of this piece's runs, then each run copied to its place.
+      const int64_t lo = runs.front().piece_at, hi = runs.back().piece_at + runs.back().n;
+      const Tensor span = piece->read(lo, hi - lo);
+      if (!out.defined()) out = empty({count}, a.entry.dtype, span.device());
+      for (const Part& r : runs) nograd::copy_(nograd::narrow(out, 0, r.out_at, r.n), nograd::narrow(span, 0, r.piece_at - lo, r.n));
+    }
+    return out.defined() ? out : empty({0}, a.entry.dtype, Device::cpu());
+  }
+
+  std::vector<Pieces> tensors_;
+  std::string holder_;
+};
+
+// A piece's elements, for a tensor in memory.
+std::function<Tensor(int64_t, int64_t)> elements_of(Tensor t) {
+  return [t = std::move(t)](int64_t first, int64_t count) {
+    return nograd::narrow(nograd::view(nograd::contiguous(t), {t.numel()}), 0, first, count);
+  };
+}
+
+// The order to read in: the saved order when it names exactly the tensors found, else the order they
+// were found in.
+std::vector<Pieces> in_order(std::map<std::string, Pieces> found, std::vector<std::string> order,
+                             const std::vector<std::string>& saved_order) {
+  std::vector<std::string> sorted_saved = saved_order, sorted_found = order;
+  std::sort(sorted_saved.begin(), sorted_saved.end());
+  std::sort(sorted_found.begin(), sorted_found.end());
+  if (sorted_saved == sorted_found) order = saved_order;
+  std::vector<Pieces> out;
+  for (const std::string& name : order) out.push_back(std::move(found.at(name)));
+  return out;
+}
+
+// The place of a piece from a file's metadata.
 Piece piece_of(const json& p) {
   if (p.contains("element_offset"))
     return {true, 0, p.at("element_offset").get<int64_t>(), p.at("full_shape").get<Shape>()};
   return {false, p.at("dim").get<int64_t>(), p.at("offset").get<int64_t>(), p.at("full_shape").get<Shape>()};
 }
 
-// What is missing when the pieces did not fill a full tensor: rows along the dim they all cut, else elements.
-std::string missing_message(const Assembly& a, const std::string& name, const fs::path& index) {
-  const int64_t numel = a.full.numel();
-  if (a.dim >= 0) {
-    const int64_t rows = a.full.size(a.dim), per_row = numel / std::max<int64_t>(rows, 1);
-    return fmt::format("load_state: {}: the shard files hold {} of the {} rows of '{}' along dim {}; a shard file is "
-                       "missing",
-                       index.string(), a.filled / std::max<int64_t>(per_row, 1), rows, name, a.dim);
+// The pieces of one shard file, from its header and its metadata, added to found (and their names to order).
+void add_file_pieces(const fs::path& file, std::map<std::string, Pieces>& found, std::vector<std::string>& order,
+                     std::vector<std::string>& saved_order) {
+  const SafetensorsHeader header = load_safetensors_header(file.string());
+  json pieces = json::object();
+  try {
+    if (const auto it = header.metadata.find(kPiecesKey); it != header.metadata.end()) pieces = json::parse(it->second);
+    if (const auto it = header.metadata.find(kOrderKey); it != header.metadata.end() && saved_order.empty())
+      saved_order = json::parse(it->second).get<std::vector<std::string>>();
+  } catch (const json::exception& e) {
+    throw Error(fmt::format("load_state: {}: bad '{}' metadata ({})", file.string(), kPiecesKey, e.what()));
   }
-  return fmt::format("load_state: {}: the shard files hold {} of the {} elements of '{}'; a shard file is missing",
-                     index.string(), a.filled, numel, name);
+  for (const SafetensorsEntry& entry : header.tensors) {
+    PieceSource source{{true, 0, 0, entry.shape}, entry.shape, entry.dtype, file.string(),
+                       [path = file.string(), entry](int64_t first, int64_t count) {
+                         return read_safetensors_elements(path, entry, first, count);
+                       }};
+    std::string whole = entry.name;
+    const bool is_piece = pieces.contains(entry.name);
+    if (is_piece) {
+      try {
+        const json& p = pieces[entry.name];
+        whole = p.at("name").get<std::string>();
+        source.where = piece_of(p);
+      } catch (const json::exception& e) {
+        throw Error(fmt::format("load_state: {}: the place of piece '{}' is not valid ({})", file.string(), entry.name,
+                                e.what()));
+      }
+    } else {
+      source.where.full = entry.shape;
+      source.shape = {numel_of(entry.shape)};  // whole: one run of all its elements
+    }
+    if (!found.count(whole)) order.push_back(whole);
+    add_piece(found[whole], whole, std::move(source), !is_piece);
+  }
 }
 
 }  // namespace
@@ -218,58 +346,44 @@ std::string state_shard_index(const std::string& stem, int parts) {
   return json{{"files", files}}.dump(2) + "\n";
 }
 
+std::unique_ptr<StateReader> open_state_shards(const fs::path& dir, const std::string& stem) {
+  const fs::path index = dir / state_shard_index_name(stem);
+  std::map<std::string, Pieces> found;
+  std::vector<std::string> order, saved_order;  // as found; as the strategy held them (part 0's metadata)
+  for (const std::string& name : index_files(index)) add_file_pieces(dir / name, found, order, saved_order);
+  std::vector<Pieces> tensors = in_order(std::move(found), std::move(order), saved_order);
+  for (const Pieces& a : tensors)
+    if (a.filled != numel_of(a.entry.shape)) throw Error(missing_message(a, index));
+  return std::make_unique<PiecesReader>(std::move(tensors), index.string());
+}
+
+std::unique_ptr<StateReader> state_shard_reader(const StateShard& shard) {
+  if (shard.places.size() != shard.local.size())
+    throw Error(fmt::format("state_shard_reader: {} places for {} tensors; one per tensor expected",
+                            shard.places.size(), shard.local.size()));
+  std::map<std::string, Pieces> found;
+  std::vector<std::string> order;
+  const std::string holder = fmt::format("the state of rank {} of {}", shard.part, shard.parts);
+  for (size_t i = 0; i < shard.local.size(); ++i) {
+    const auto& [name, t] = shard.local[i];
+    PieceSource source{{true, 0, 0, t.shape()}, {t.numel()}, t.dtype(), holder, elements_of(t)};
+    bool whole = true;
+    if (const auto* split = std::get_if<nn::parallel::TensorSplit>(&shard.places[i])) {
+      throw Error(fmt::format("state_shard_reader: '{}' is a tensor-parallel part (split along dim {}); only whole "
+                              "tensors and runs of elements are read back from memory",
+                              name, split->dim));
+    } else if (const auto* run = std::get_if<ElementRun>(&shard.places[i])) {
+      source.where = {true, 0, run->offset, run->full_shape};
+      whole = false;
+    }
+    if (!found.count(name)) order.push_back(name);
+    add_piece(found[name], name, std::move(source), whole);
+  }
+  return std::make_unique<PiecesReader>(in_order(std::move(found), order, order), holder);
+}
+
 nn::StateDict read_state_shards(const fs::path& dir, const std::string& stem) {
-  NoGradGuard no_grad;
-  std::vector<std::string> order;  // names in the first file's order
-  std::vector<std::string> saved_order;  // as the strategy held them, from the first file's metadata
-  std::map<std::string, Assembly> assembled;
-  for (const std::string& name : index_files(dir / state_shard_index_name(stem))) {
-    const fs::path file = dir / name;
-    SafetensorsContents contents = load_safetensors(file.string());
-    json pieces = json::object();
-    try {
-      if (const auto it = contents.metadata.find(kPiecesKey); it != contents.metadata.end()) pieces = json::parse(it->second);
-      if (const auto it = contents.metadata.find(kOrderKey); it != contents.metadata.end() && saved_order.empty())
-        saved_order = json::parse(it->second).get<std::vector<std::string>>();
-    } catch (const json::exception& e) {
-      throw Error(fmt::format("load_state: {}: bad '{}' metadata ({})", file.string(), kPiecesKey, e.what()));
-    }
-    for (auto& [key, t] : contents.tensors) {
-      if (!pieces.contains(key)) {
-        if (!assembled.count(key)) order.push_back(key);
-        else if (assembled[key].dim != kWhole)
-          throw Error(fmt::format("load_state: {}: '{}' is stored whole here and in pieces in another shard file",
-                                  file.string(), key));
-        assembled[key] = {t, kWhole, {}, 0};
-        continue;
-      }
-      std::string whole;
-      Piece where;
-      try {
-        const json& p = pieces[key];
-        whole = p.at("name").get<std::string>();
-        where = piece_of(p);
-      } catch (const json::exception& e) {
-        throw Error(fmt::format("load_state: {}: the place of piece '{}' is not valid ({})", file.string(), key,
-                                e.what()));
-      }
-      if (!assembled.count(whole)) order.push_back(whole);
-      place(assembled[whole], t, where, whole, file.string());
-    }
-  }
-  // The saved order when it names exactly the tensors found, else the order they were found in.
-  std::vector<std::string> sorted_saved = saved_order, sorted_found = order;
-  std::sort(sorted_saved.begin(), sorted_saved.end());
-  std::sort(sorted_found.begin(), sorted_found.end());
-  if (sorted_saved == sorted_found) order = saved_order;
-  nn::StateDict state;
-  for (const std::string& name : order) {
-    const Assembly& a = assembled[name];
-    if (a.dim != kWhole && a.filled != a.full.numel())
-      throw Error(missing_message(a, name, dir / state_shard_index_name(stem)));
-    state.emplace_back(name, a.full);
-  }
-  return state;
+  return open_state_shards(dir, stem)->read_all();
 }
 
 }  // namespace accel

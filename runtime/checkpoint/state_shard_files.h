@@ -8,11 +8,13 @@
 #pragma once
 
 #include <filesystem>
+#include <memory>
 #include <string>
 #include <utility>
 
 #include "nn/module.h"
 #include "runtime/safetensors.h"
+#include "runtime/state_reader.h"
 #include "runtime/strategy/strategy.h"
 
 namespace accel {
@@ -25,9 +27,17 @@ std::pair<nn::StateDict, SafetensorsMetadata> state_shard_file(const StateShard&
 std::string state_shard_index_name(const std::string& stem);
 std::string state_shard_index(const std::string& stem, int parts);
 
-// The full state from the files dir/<stem>.shards.json names, in part 0's order. Throws an
-// accel::Error naming the file and the tensor when a file is missing or bad, a piece does not fit its
-// full tensor or overlaps another, or the pieces leave part of a full tensor uncovered.
+// The full state in the files dir/<stem>.shards.json names, in part 0's order, read lazily: opening
+// reads the files' headers only, and a read takes from each file just the bytes of the elements it
+// asks for (a rank that loads its own slices reads about 1/N of the files). Throws an accel::Error
+// naming the file and the tensor when a file is missing or bad, a piece does not fit its full tensor
+// or overlaps another, or the pieces leave part of a full tensor uncovered.
+std::unique_ptr<StateReader> open_state_shards(const std::filesystem::path& dir, const std::string& stem);
+// All of it at once.
 nn::StateDict read_state_shards(const std::filesystem::path& dir, const std::string& stem);
+// One rank's StateShard in memory as a full state of which only its entries' runs can be read (a
+// read outside them throws): what a rank puts back after a failed load. Tensor-parallel parts are
+// refused.
+std::unique_ptr<StateReader> state_shard_reader(const StateShard& shard);
 
 }  // namespace accel

@@ -269,7 +269,8 @@ namespace {
 // Everything a checkpoint holds, read and checked before anything is applied.
 struct ReadCheckpoint {
   SavedCheckpointState state;
-  std::vector<nn::StateDict> models, optimizers, objects;
+  std::vector<std::shared_ptr<const StateReader>> models, optimizers;  // read lazily: each rank takes its share
+  std::vector<nn::StateDict> objects;
   optim::StateDict precision;
   nn::StateDict streams;
   int streams_rank = 0;  // whose streams these are (this rank's, unless the world size changed)
@@ -297,13 +298,17 @@ ReadCheckpoint read_checkpoint(const TrainingParts& parts, const fs::path& dir) 
   check_count(r.state.objects, "objects", parts.objects.size(), dir);
   check_count(r.state.generators, "generators", parts.generators.size(), dir);
   for (size_t i = 0; i < parts.models.size(); ++i)
-    r.models.push_back(read_checkpoint_model(dir, i));
+    r.models.push_back(open_checkpoint_model(dir, i));
   for (size_t i = 0; i < parts.optimizers.size(); ++i) {
     const fs::path file = dir / numbered_file("optimizer", i);
     const std::string stem = file.stem().string();
-    const nn::StateDict by_name = fs::exists(dir / state_shard_index_name(stem)) ? read_state_shards(dir, stem)
-                                                                                  : read_tensors(file);
-    r.optimizers.push_back(index_optimizer_state(by_name, parts.optimizers[i].names, file.string()));
+    std::shared_ptr<const StateReader> by_name;
+    if (fs::exists(dir / state_shard_index_name(stem))) by_name = open_state_shards(dir, stem);
+    else by_name = std::make_shared<SafetensorsReader>(std::vector<std::string>{file.string()});
+    std::vector<std::string> keys;
+    for (const StateEntry& e : by_name->entries()) keys.push_back(e.name);
+    r.optimizers.push_back(std::make_shared<RenamedStateReader>(
+        by_name, index_optimizer_keys(keys, parts.optimizers[i].names, file.string())));
   }
   if (fs::exists(dir / "precision.safetensors")) r.precision = read_tensors(dir / "precision.safetensors");
   for (size_t i = 0; i < parts.objects.size(); ++i)
@@ -343,9 +348,10 @@ std::vector<std::pair<int64_t, int64_t>> loader_positions(const TrainingParts& p
   return out;
 }
 
-// What load applies, taken beforehand so that a failure part way can put it back.
+// What load applies, taken beforehand so that a failure part way can put it back: a rank's own shard
+// where the strategy loads back from it, else the full state.
 struct Snapshot {
-  std::vector<nn::StateDict> models, optimizers;
+  std::vector<std::shared_ptr<const StateReader>> models, optimizers;
   optim::StateDict precision;
 };
 
@@ -355,23 +361,37 @@ nn::StateDict cloned(const nn::StateDict& state) {
   return out;
 }
 
+std::shared_ptr<const StateReader> own_shard_copy(StateShard shard) {
+  shard.local = cloned(shard.local);
+  return state_shard_reader(shard);
+}
+
 Snapshot take_snapshot(const TrainingParts& parts) {
   Snapshot s;
   // Through the strategy: a sharded one holds its state in shards (gathering them is collective, and
   // every rank loads).
-  for (size_t i = 0; i < parts.models.size(); ++i)
-    s.models.push_back(cloned(parts.strategy->model_state_dict(*alive(parts.models[i], "model", i))));
-  for (size_t i = 0; i < parts.optimizers.size(); ++i)
-    s.optimizers.push_back(
-        cloned(parts.strategy->optimizer_state_dict(*alive(parts.optimizers[i].optimizer, "optimizer", i))));
+  const Strategy& strategy = *parts.strategy;
+  for (size_t i = 0; i < parts.models.size(); ++i) {
+    const nn::Module& model = *alive(parts.models[i], "model", i);
+    std::optional<StateShard> own = strategy.model_loads_own_shard() ? strategy.model_state_shard(model) : std::nullopt;
+    s.models.push_back(own ? own_shard_copy(std::move(*own))
+                           : std::make_shared<DictStateReader>(cloned(strategy.model_state_dict(model))));
+  }
+  for (size_t i = 0; i < parts.optimizers.size(); ++i) {
+    const optim::Optimizer& optimizer = *alive(parts.optimizers[i].optimizer, "optimizer", i);
+    std::optional<StateShard> own =
+        strategy.optimizer_loads_own_shard() ? strategy.optimizer_state_shard(optimizer) : std::nullopt;
+    s.optimizers.push_back(own ? own_shard_copy(std::move(*own))
+                               : std::make_shared<DictStateReader>(cloned(strategy.optimizer_state_dict(optimizer))));
+  }
   s.precision = cloned(parts.precision->state_dict());
   return s;
 }
 
 void put_back(const TrainingParts& parts, const Snapshot& s) {
-  for (size_t i = 0; i < s.models.size(); ++i) parts.strategy->load_model_state_dict(*parts.models[i].lock(), s.models[i], true);
+  for (size_t i = 0; i < s.models.size(); ++i) parts.strategy->load_model_state(*parts.models[i].lock(), *s.models[i], true);
   for (size_t i = 0; i < s.optimizers.size(); ++i)
-    parts.strategy->load_optimizer_state_dict(*parts.optimizers[i].optimizer.lock(), s.optimizers[i]);
+    parts.strategy->load_optimizer_state(*parts.optimizers[i].optimizer.lock(), *s.optimizers[i]);
   if (!s.precision.empty()) parts.precision->load_state_dict(s.precision);
 }
 
@@ -386,10 +406,10 @@ void apply_tensors(const TrainingParts& parts, const ReadCheckpoint& r, const fs
   };
   for (size_t i = 0; i < parts.models.size(); ++i)
     named(numbered_file("model", i),
-          [&] { parts.strategy->load_model_state_dict(*parts.models[i].lock(), r.models[i], true); });
+          [&] { parts.strategy->load_model_state(*parts.models[i].lock(), *r.models[i], true); });
   for (size_t i = 0; i < parts.optimizers.size(); ++i)
     named(numbered_file("optimizer", i),
-          [&] { parts.strategy->load_optimizer_state_dict(*parts.optimizers[i].optimizer.lock(), r.optimizers[i]); });
+          [&] { parts.strategy->load_optimizer_state(*parts.optimizers[i].optimizer.lock(), *r.optimizers[i]); });
   named("precision.safetensors", [&] { parts.precision->load_state_dict(r.precision); });
   for (size_t i = 0; i < parts.objects.size(); ++i)
     named(fmt::format("custom_checkpoint_{}.safetensors", i), [&] { parts.objects[i].load_state_dict(r.objects[i]); });
@@ -442,16 +462,21 @@ void load_training_checkpoint(const TrainingParts& parts, const fs::path& reques
   barrier(parts);
 }
 
-nn::StateDict read_checkpoint_model(const fs::path& dir, size_t model_index) {
+std::shared_ptr<const StateReader> open_checkpoint_model(const fs::path& dir, size_t model_index) {
   const std::string stem = model_index == 0 ? "model" : fmt::format("model_{}", model_index);
   const fs::path whole = dir / (stem + ".safetensors"), index = dir / (stem + ".safetensors.index.json");
-  if (fs::exists(dir / state_shard_index_name(stem))) return read_state_shards(dir, stem);
-  if (fs::exists(whole) || !fs::exists(index)) return read_tensors(whole);
-  const std::vector<std::string> files = parse_shard_index(read_checkpoint_text(index), index.string());
-  nn::StateDict state;
-  for (const std::string& file : files)
-    for (auto& entry : read_tensors(dir / file)) state.push_back(std::move(entry));
-  return state;
+  if (fs::exists(dir / state_shard_index_name(stem))) return open_state_shards(dir, stem);
+  std::vector<std::string> files{whole.string()};
+  if (!fs::exists(whole) && fs::exists(index)) {
+    files.clear();
+    for (const std::string& file : parse_shard_index(read_checkpoint_text(index), index.string()))
+      files.push_back((dir / file).string());
+  }
+  return std::make_shared<SafetensorsReader>(std::move(files));
+}
+
+nn::StateDict read_checkpoint_model(const fs::path& dir, size_t model_index) {
+  return open_checkpoint_model(dir, model_index)->read_all();
 }
 
 }  // namespace accel

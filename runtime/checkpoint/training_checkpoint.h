@@ -19,6 +19,7 @@
 #include "runtime/gradient_accumulation.h"
 #include "runtime/precision/precision.h"
 #include "runtime/safetensors.h"
+#include "runtime/state_reader.h"
 #include "runtime/strategy/strategy.h"
 #include "runtime/training_step.h"
 #include "tensor/generator.h"
@@ -93,5 +94,7 @@ void load_training_checkpoint(const TrainingParts& parts, const std::filesystem:
 // The i-th prepared model's whole state in the checkpoint dir: model.safetensors (model_<i> after the
 // first), or the files its .safetensors.index.json names. Throws naming a missing or bad file.
 nn::StateDict read_checkpoint_model(const std::filesystem::path& dir, size_t model_index = 0);
+// The same, read lazily: the files' headers now, the elements a reader asks for when it asks.
+std::shared_ptr<const StateReader> open_checkpoint_model(const std::filesystem::path& dir, size_t model_index = 0);
 
 }  // namespace accel

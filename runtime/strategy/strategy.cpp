@@ -9,7 +9,6 @@
 
 #include "autograd/grad_mode.h"
 #include "collective/communicator.h"
-#include "runtime/safetensors.h"
 #include "tensor/nograd/copy.h"
 #include "tensor/nograd/optim_ops.h"
 #include "tensor/nograd/views.h"
@@ -64,8 +63,12 @@ nn::LoadResult Strategy::load_model_state_dict(nn::Module& model, const nn::Stat
   return model.load_state_dict(state, strict);
 }
 
-nn::LoadResult Strategy::load_model_file(nn::Module& model, const std::string& path, bool strict) {
-  return load_model_state_dict(model, load_safetensors(path).tensors, strict);
+nn::LoadResult Strategy::load_model_state(nn::Module& model, const StateReader& state, bool strict) {
+  return load_model_state_dict(model, state.read_all(), strict);
+}
+
+void Strategy::load_optimizer_state(optim::Optimizer& optimizer, const StateReader& state) {
+  load_optimizer_state_dict(optimizer, state.read_all());
 }
 
 optim::StateDict Strategy::optimizer_state_dict(const optim::Optimizer& optimizer) const {

@@ -13,6 +13,7 @@
 #include "nn/module.h"
 #include "nn/parallel/partition.h"
 #include "optim/optimizer.h"
+#include "runtime/state_reader.h"
 #include "tensor/hook_list.h"
 #include "tensor/tensor.h"
 
@@ -106,11 +107,19 @@ class Strategy {
   virtual nn::StateDict model_state_dict(const nn::Module& model) const;
   // Loads full state, each rank keeping what it holds (its shards where sharded).
   virtual nn::LoadResult load_model_state_dict(nn::Module& model, const nn::StateDict& state, bool strict);
-  // Loads a safetensors file of the model's full state. The default reads all of it on every rank and
-  // calls load_model_state_dict; a strategy that shards the parameters may read only its slices.
-  virtual nn::LoadResult load_model_file(nn::Module& model, const std::string& path, bool strict);
+  // Loads a full state read through state (a file's, a checkpoint's shards'). The default reads all of
+  // it on every rank and calls load_model_state_dict; a strategy that shards the parameters reads only
+  // its slices.
+  virtual nn::LoadResult load_model_state(nn::Module& model, const StateReader& state, bool strict);
   virtual optim::StateDict optimizer_state_dict(const optim::Optimizer& optimizer) const;
   virtual void load_optimizer_state_dict(optim::Optimizer& optimizer, const optim::StateDict& state);
+  // The same for an optimizer's state (positional keys): the default reads all of it.
+  virtual void load_optimizer_state(optim::Optimizer& optimizer, const StateReader& state);
+  // Whether load_model_state (load_optimizer_state) reads only the runs that this rank's
+  // model_state_shard (optimizer_state_shard) holds, so that what the rank holds can be put back from
+  // its own shard alone, without a gather.
+  virtual bool model_loads_own_shard() const { return false; }
+  virtual bool optimizer_loads_own_shard() const { return false; }
   // For a strategy whose checkpoints are per-rank shards: this rank's share of the model's (or the
   // optimizer's, positional keys) state. nullopt (the default): the checkpoint holds the full state
   // of model_state_dict, written by rank 0. Either way load_*_state_dict gets the full state.

@@ -229,38 +229,48 @@ StateShard ShardOptimizer::state_shard() const {
   return out;
 }
 
-void ShardOptimizer::load_full_state_dict(const optim::StateDict& state) {
+void ShardOptimizer::load_full_state_dict(const optim::StateDict& state) { load_state(DictStateReader(state)); }
+
+void ShardOptimizer::load_state(const StateReader& state) {
   NoGradGuard no_grad;
-  const auto per_param = by_index(state);
-  // Per unit and slot: the flat tensor assembled from its parameters' entries (a count taken once).
-  std::map<size_t, std::vector<std::pair<std::string, Tensor>>> flat;
-  for (const auto& [i, slots] : per_param) {
+  // Per unit and slot: this rank's slice of it, filled from the run of each parameter that the slice
+  // holds (a count taken once).
+  std::map<size_t, std::vector<std::pair<std::string, Tensor>>> slices;
+  for (size_t e = 0; e < state.entries().size(); ++e) {
+    const StateEntry& entry = state.entries()[e];
+    size_t i = 0;
+    std::string slot;
+    if (!optim::parse_state_key(entry.name, i, slot)) continue;
     if (i >= places_.size())
       throw Error(fmt::format("load_state_dict: the state has 'state.{}.*' but the optimizer has {} parameters", i,
                               places_.size()));
     const FlatUnit& unit = *units_[places_[i].unit];
-    auto& unit_slots = flat[places_[i].unit];
-    for (const auto& [slot, t] : slots) {
-      auto found = std::find_if(unit_slots.begin(), unit_slots.end(), [&](const auto& e) { return e.first == slot; });
-      if (found == unit_slots.end()) {
-        const Tensor fresh = t.dim() == 0 ? nograd::clone(t) : zeros({unit.padded_numel()}, t.dtype(), unit.device());
-        unit_slots.emplace_back(slot, fresh);
-        found = unit_slots.end() - 1;
-      }
-      if (t.dim() == 0) continue;
-      const Tensor view = unit.param_view(found->second, places_[i].index);
-      if (view.shape() != t.shape())
-        throw Error(fmt::format("load_state_dict: 'state.{}.{}' has shape {}, the parameter {}", i, slot,
-                                shape_str(t.shape()), shape_str(view.shape())));
-      nograd::copy_(view, t);
+    auto& unit_slots = slices[places_[i].unit];
+    auto found = std::find_if(unit_slots.begin(), unit_slots.end(), [&](const auto& s) { return s.first == slot; });
+    if (found == unit_slots.end()) {
+      const Tensor fresh = entry.shape.empty() ? nograd::clone(state.read_whole(e))
+                                               : zeros({unit.shard_numel()}, entry.dtype, unit.device());
+      unit_slots.emplace_back(slot, fresh);
+      found = unit_slots.end() - 1;
     }
+    if (entry.shape.empty()) continue;
+    const Shape& param_shape = unit.params()[places_[i].index].shape();
+    if (entry.shape != param_shape)
+      throw Error(fmt::format("load_state_dict: 'state.{}.{}' has shape {}, the parameter {}", i, slot,
+                              shape_str(entry.shape), shape_str(param_shape)));
+    const FlatUnit::HeldRun run = unit.held_run(places_[i].index);
+    if (run.numel > 0)
+      nograd::copy_(nograd::narrow(found->second, 0, run.shard_offset, run.numel),
+                    state.read(e, run.param_offset, run.numel));
   }
   // The lr and the groups' settings go to the user's optimizer (which checks the memberships), and a
   // shard optimizer at those settings takes each segment's part of the state.
   optim::StateDict user_state;
   bool has_lr = false;
-  for (const auto& [key, t] : state)
-    if (key == "lr" || key.rfind("param_group", 0) == 0) user_state.emplace_back(key, t), has_lr |= key == "lr";
+  for (size_t e = 0; e < state.entries().size(); ++e) {
+    const std::string& key = state.entries()[e].name;
+    if (key == "lr" || key.rfind("param_group", 0) == 0) user_state.emplace_back(key, state.read_whole(e)), has_lr |= key == "lr";
+  }
   if (!has_lr) user_state.emplace_back("lr", scalar_tensor(user_.lr(), DType::f64));
   user_.load_state_dict(user_state);
   build_shard_optimizer();
@@ -269,12 +279,12 @@ void ShardOptimizer::load_full_state_dict(const optim::StateDict& state) {
     if (key == "lr" || key.rfind("param_group", 0) == 0) shard_state.emplace_back(key, t);
   for (size_t i = 0; i < segment_of_param_.size(); ++i) {
     const Segment& seg = segments_[segment_of_param_[i]];
-    const auto it = flat.find(seg.unit);
-    if (it == flat.end()) continue;
+    const auto it = slices.find(seg.unit);
+    if (it == slices.end()) continue;
     for (const auto& [slot, t] : it->second)
       shard_state.emplace_back(
           fmt::format("state.{}.{}", i, slot),
-          t.dim() == 0 ? t : nograd::clone(nograd::narrow(units_[seg.unit]->shard_of(t), 0, seg.start, seg.length)));
+          t.dim() == 0 ? t : nograd::narrow(t, 0, seg.start, seg.length));  // load_state_dict copies
   }
   shard_optimizer_->load_state_dict(shard_state);
 }

@@ -40,6 +40,8 @@ class ShardOptimizer {
   optim::StateDict full_state_dict(Communicator& comm) const;
   // Takes this rank's slices of such a full state (so a state saved on N ranks loads on M).
   void load_full_state_dict(const optim::StateDict& state);
+  // The same through a reader, reading only the runs this rank's slices hold.
+  void load_state(const StateReader& state);
   // This rank's share of full_state_dict, with no collective, for a checkpoint of per-rank shards: the
   // same keys in the same order, each tensor slot of a parameter as the run of its elements that this
   // rank's slices hold (an ElementRun in the parameter's shape; empty when they hold none of it), and

@@ -185,24 +185,7 @@ void ZeroStage3::after_shard_update(Unit& unit) {
 
 nn::LoadResult ZeroStage3::load_model_state_dict(nn::Module& model, const nn::StateDict& state, bool strict) {
   if (!prepared(model)) return ZeroStrategy::load_model_state_dict(model, state, strict);
-  std::vector<nn::NamedShape> given;
-  for (const auto& [name, t] : state) {
-    if (!t.defined()) throw Error(fmt::format("load_state_dict: '{}' is an undefined tensor", name));
-    given.push_back({name, t.shape()});
-  }
-  return load_slices(model, given, strict, [&](size_t i, int64_t first, int64_t count) {
-    return nograd::narrow(nograd::view(nograd::contiguous(state[i].second), {state[i].second.numel()}), 0, first, count);
-  });
-}
-
-nn::LoadResult ZeroStage3::load_model_file(nn::Module& model, const std::string& path, bool strict) {
-  if (!prepared(model)) return ZeroStrategy::load_model_file(model, path, strict);
-  const SafetensorsHeader header = load_safetensors_header(path);
-  std::vector<nn::NamedShape> given;
-  for (const SafetensorsEntry& e : header.tensors) given.push_back({e.name, e.shape});
-  return load_slices(model, given, strict, [&](size_t i, int64_t first, int64_t count) {
-    return read_safetensors_elements(path, header.tensors[i], first, count);
-  });
+  return load_model_state(model, DictStateReader(state), strict);
 }
 
 bool ZeroStage3::prepared(const nn::Module& model) const {
@@ -211,8 +194,12 @@ bool ZeroStage3::prepared(const nn::Module& model) const {
   return false;
 }
 
-nn::LoadResult ZeroStage3::load_slices(nn::Module& model, const std::vector<nn::NamedShape>& given, bool strict,
-                                       const ElementReader& read) {
+// Checks the state's names and shapes against model as load_state_dict does, then copies this rank's
+// run of each parameter into its shard and master slice, and the buffers whole.
+nn::LoadResult ZeroStage3::load_model_state(nn::Module& model, const StateReader& state, bool strict) {
+  if (!prepared(model)) return ZeroStrategy::load_model_state(model, state, strict);
+  std::vector<nn::NamedShape> given;
+  for (const StateEntry& e : state.entries()) given.push_back({e.name, e.shape});
   std::unordered_map<const TensorImpl*, std::pair<size_t, size_t>> where;  // param -> unit, index
   for (size_t u = 0; u < units_.size(); ++u)
     if (units_[u]->model == &model)
@@ -228,13 +215,13 @@ nn::LoadResult ZeroStage3::load_slices(nn::Module& model, const std::vector<nn::
     const Tensor& target = own[mine].second;
     const auto at = where.find(target.impl());
     if (at == where.end()) {  // a buffer: whole on every rank
-      nograd::copy_(target, nograd::view(read(theirs, 0, target.numel()), target.shape()));
+      nograd::copy_(target, state.read_whole(theirs));
       continue;
     }
     Unit& unit = *units_[at->second.first];
     const FlatUnit::HeldRun run = unit.flat->held_run(at->second.second);
     if (run.numel == 0) continue;
-    const Tensor values = read(theirs, run.param_offset, run.numel);
+    const Tensor values = state.read(theirs, run.param_offset, run.numel);
     nograd::copy_(nograd::narrow(unit.shard, 0, run.shard_offset, run.numel), values);  // rounded where 16-bit
     if (has_own_master(unit)) nograd::copy_(nograd::narrow(unit.master, 0, run.shard_offset, run.numel), values);
   }

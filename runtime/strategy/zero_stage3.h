@@ -52,8 +52,10 @@ class ZeroStage3 : public ZeroStrategy {
   // Each rank copies its slices of the full state straight into its shards and f32 master slices (and
   // the buffers whole): no unit is gathered, and there is no collective.
   nn::LoadResult load_model_state_dict(nn::Module& model, const nn::StateDict& state, bool strict) override;
-  // The same from a file, reading only the bytes of this rank's slices: no rank holds the whole model.
-  nn::LoadResult load_model_file(nn::Module& model, const std::string& path, bool strict) override;
+  // The same through a reader, reading only this rank's slices (from a file, only their bytes): no
+  // rank holds the whole model.
+  nn::LoadResult load_model_state(nn::Module& model, const StateReader& state, bool strict) override;
+  bool model_loads_own_shard() const override { return true; }
 
   // Whether a unit is freed after its forward (else it stays gathered until its backward is done).
   bool reshard_after_forward() const { return reshard_after_forward_; }
@@ -85,12 +87,6 @@ class ZeroStage3 : public ZeroStrategy {
 
   size_t unit_of(const nn::Module& module) const;
   bool prepared(const nn::Module& model) const;
-  // read(i, first, count): elements [first, first + count) of given[i], flattened.
-  using ElementReader = std::function<Tensor(size_t i, int64_t first, int64_t count)>;
-  // Checks given (names and shapes of a full state) against model as load_state_dict does, then
-  // copies this rank's run of each parameter into its shard and master slice, and the buffers whole.
-  nn::LoadResult load_slices(nn::Module& model, const std::vector<nn::NamedShape>& given, bool strict,
-                             const ElementReader& read);
   // Starts filling u's flat buffer from every rank's slices (no-op when gathered or in flight).
   void start_gather(size_t u);
   // Waits until u's flat buffer is whole.

@@ -358,6 +358,12 @@ void ZeroStrategy::load_optimizer_state_dict(optim::Optimizer& optimizer, const 
   optimizer.load_state_dict(state);
 }
 
+void ZeroStrategy::load_optimizer_state(optim::Optimizer& optimizer, const StateReader& state) {
+  for (const auto& o : optimizers_)
+    if (&o->user() == &optimizer) return o->load_state(state);
+  Strategy::load_optimizer_state(optimizer, state);
+}
+
 std::optional<StateShard> ZeroStrategy::model_state_shard(const nn::Module& model) const {
   std::unordered_map<const TensorImpl*, std::pair<const Unit*, size_t>> where;  // param -> unit, index
   for (const auto& u : units_)

@@ -53,6 +53,9 @@ class ZeroStrategy : public Strategy {
   // Into the model's parameters, and each rank's f32 master slices from the state exactly.
   nn::LoadResult load_model_state_dict(nn::Module& model, const nn::StateDict& state, bool strict) override;
   void load_optimizer_state_dict(optim::Optimizer& optimizer, const optim::StateDict& state) override;
+  // Reads only the runs of this rank's slices.
+  void load_optimizer_state(optim::Optimizer& optimizer, const StateReader& state) override;
+  bool optimizer_loads_own_shard() const override { return true; }
   // Checkpoints as per-rank shards, with no collective: rank r of N writes part r, the runs of each
   // parameter's elements (and of each optimizer slot's) that its flat slices hold, in the parameter's
   // full shape; part 0 also the buffers and counts. The padding is never written.

@@ -5,29 +5,12 @@
 // models are refused on every rank.
 #include <doctest/doctest.h>
 
-#include <unistd.h>
-
-#include <cstring>
-#include <filesystem>
-
 #include "../error_of.h"
-#include "runtime/safetensors.h"
-#include "tensor/nograd/views.h"
 #include "zero_support.h"
 
 namespace test {
 
 namespace {
-
-std::vector<unsigned char> bytes_of(const nn::StateDict& state) {
-  std::vector<unsigned char> out;
-  for (const auto& [name, t] : state) {
-    const Tensor c = nograd::contiguous(t);
-    const auto* p = static_cast<const unsigned char*>(c.data_ptr());
-    out.insert(out.end(), p, p + c.nbytes());
-  }
-  return out;
-}
 
 std::vector<std::string> names_of(const nn::StateDict& state) {
   std::vector<std::string> out;
@@ -150,14 +133,6 @@ TEST_CASE("a GPT built under deferred init with GPTBlock units starts as the nor
 
 namespace {
 
-// 8 Linear(256, 256) layers, 526,336 f32 parameters (2.1 MB): each layer is one stage-3 unit.
-std::shared_ptr<nn::Sequential> make_wide_mlp(uint64_t seed) {
-  Generator gen(seed);
-  auto mlp = std::make_shared<nn::Sequential>();
-  for (int i = 0; i < 8; ++i) mlp->push_back(std::make_shared<nn::Linear>(256, 256, true, gen));
-  return mlp;
-}
-
 // This rank's peak host bytes above what it held before building the model and preparing it.
 size_t peak_bytes_to_prepare(bool deferred_init) {
   Accelerator accelerator(stage3_options(false));
@@ -242,128 +217,6 @@ TEST_CASE("a deferred-init parameter that no initialiser wrote is refused on eve
   CHECK(test_support::error_of([&] { (void)accelerator.prepare(model); }) ==
         "FlatUnit '(root)': parameter 'w' (f32 [5, 3]) cannot be materialised: 15 of its elements, the first at 0, "
         "were written by no initialiser (made with empty() and never initialised?)");
-}
-
-}  // namespace test
-
-namespace test {
-
-namespace {
-
-// A temporary safetensors file of state, one per rank (every rank writes the same bytes).
-std::string saved_state_file(const nn::StateDict& state, const std::string& tag) {
-  const auto path = std::filesystem::temp_directory_path() /
-                    fmt::format("accel_load_model_{}_{}_{}.safetensors", tag, getpid(), world()->rank());
-  save_safetensors(path.string(), state);
-  return path.string();
-}
-
-AcceleratorOptions options_for_stage(int stage, const std::string& precision, int hybrid_shard_size = 0) {
-  AcceleratorOptions o = options();
-  o.mixed_precision = precision;
-  if (hybrid_shard_size > 0)
-    o.fsdp_plugin = FSDPPlugin{.sharding_strategy = ShardingStrategy::hybrid_shard, .auto_wrap = {},
-                               .hybrid_shard_size = hybrid_shard_size};
-  else if (stage == 3)
-    o.fsdp_plugin = FSDPPlugin{.sharding_strategy = ShardingStrategy::full_shard, .auto_wrap = {}};
-  else if (stage > 0)
-    o.deepspeed_plugin = DeepSpeedPlugin{.zero_stage = stage, .gradient_accumulation_steps = std::nullopt};
-  return o;
-}
-
-// Five AdamW steps of a prepared wide MLP on rank-dependent data: the losses.
-std::vector<double> five_steps(Accelerator& accelerator, nn::Module& net, optim::Optimizer& opt) {
-  std::vector<double> losses;
-  for (int step = 0; step < 5; ++step) {
-    Generator gen(static_cast<uint64_t>(100 * step + accelerator.process_index()));
-    opt.zero_grad();
-    Tensor loss;
-    {
-      auto autocast = accelerator.autocast();
-      loss = nn::mse_loss(to(net.forward(randn({4, 256}, gen)), DType::f32), randn({4, 256}, gen));
-    }
-    losses.push_back(loss.item());
-    accelerator.backward(loss);
-    opt.step();
-  }
-  return losses;
-}
-
-}  // namespace
-
-TEST_CASE("load_model: a deferred-init model prepared under FULL_SHARD takes a file's weights from its slices alone, "
-          "and trains as the model loaded whole before prepare") {
-  const nn::StateDict pretrained = make_wide_mlp(77)->state_dict();  // what the file holds
-  const std::string file = saved_state_file(pretrained, "wide");
-  const size_t full_bytes = 8 * (256 * 256 + 256) * sizeof(float);
-  struct Case {
-    int stage;
-    const char* precision;
-    int hybrid_shard_size;
-  };
-  for (const Case c : {Case{3, "no", 0}, Case{3, "bf16", 0}, Case{3, "no", 1}, Case{2, "no", 0}, Case{0, "no", 0}}) {
-    INFO("rank ", world()->rank(), " of ", world()->size(), ", stage ", c.stage, ", ", c.precision,
-         c.hybrid_shard_size ? ", HYBRID_SHARD" : "");
-    // The reference: a normal model loaded whole, then prepared.
-    Accelerator reference_accelerator(options_for_stage(c.stage, c.precision, c.hybrid_shard_size));
-    auto reference = make_wide_mlp(5);
-    reference->load_state_dict(pretrained);
-    auto reference_adamw = make_optimizer("adamw", reference->parameters());
-    auto [reference_net, reference_opt] = reference_accelerator.prepare(reference, reference_adamw);
-    const std::vector<double> reference_losses = five_steps(reference_accelerator, *reference_net, *reference_opt);
-    const std::vector<unsigned char> reference_final = bytes_of(reference_accelerator.get_state_dict(*reference_net));
-
-    Accelerator accelerator(options_for_stage(c.stage, c.precision, c.hybrid_shard_size));
-    std::shared_ptr<nn::Sequential> model;
-    {
-      DeferredInit deferred;
-      model = make_wide_mlp(5);  // its recipes draw other values than the file's
-    }
-    auto adamw = make_optimizer("adamw", model->parameters());
-    auto [net, opt] = accelerator.prepare(model, adamw);
-    world()->barrier();
-    const size_t before = accelerator.memory_stats()[0].stats.allocated_bytes;
-    accelerator.reset_peak_memory_stats();
-    const nn::LoadResult result = accelerator.load_model(*net, file);
-    const size_t load_peak = accelerator.memory_stats()[0].stats.peak_allocated_bytes - before;
-    CHECK(result.missing.empty());
-    CHECK(result.unexpected.empty());
-    // get_state_dict gathers the f32 masters (under bf16 too): the file's values exactly.
-    CHECK(bytes_of(accelerator.get_state_dict(*net)) == bytes_of(pretrained));
-    if (c.stage == 3 && c.hybrid_shard_size != 1) {
-      // Only the rank's slices were read: at most one parameter's slice at a time, never the model.
-      INFO("load_model's peak ", load_peak, " bytes; the model is ", full_bytes);
-      CHECK(load_peak <= (256 * 256 * sizeof(float)) / static_cast<size_t>(world()->size()) + 64 * 1024);
-    }
-    CHECK(five_steps(accelerator, *net, *opt) == reference_losses);
-    CHECK(bytes_of(accelerator.get_state_dict(*net)) == reference_final);
-  }
-  std::filesystem::remove(file);
-}
-
-TEST_CASE("load_model refuses a file that does not fit the model before it changes anything, naming the keys") {
-  nn::StateDict pretrained = make_wide_mlp(77)->state_dict();
-  const std::string missing_key = pretrained.back().first;
-  pretrained.pop_back();
-  pretrained.push_back({"extra.weight", zeros({2})});
-  const std::string file = saved_state_file(pretrained, "bad");
-  Accelerator accelerator(options_for_stage(3, "no"));
-  auto model = make_wide_mlp(5);
-  const std::vector<unsigned char> before = bytes_of(model->state_dict());
-  auto sgd = make_optimizer("sgd", model->parameters());
-  auto [net, opt] = accelerator.prepare(model, sgd);
-  const std::string message = error_of([&] { accelerator.load_model(*net, file); });
-  INFO(message);
-  CHECK(message.find("load_state_dict: the state does not fit this Sequential: missing keys [" + missing_key + "]") !=
-        std::string::npos);
-  CHECK(message.find("unexpected keys [extra.weight]") != std::string::npos);
-  CHECK(bytes_of(accelerator.get_state_dict(*net)) == before);
-  // Not strict: the keys that fit are loaded, and the result lists the others.
-  const nn::LoadResult result = accelerator.load_model(*net, file, /*strict=*/false);
-  CHECK(result.missing == std::vector<std::string>{missing_key});
-  CHECK(result.unexpected == std::vector<std::string>{"extra.weight"});
-  CHECK(accelerator.get_state_dict(*net)[0].second.to_vector<float>() == pretrained[0].second.to_vector<float>());
-  std::filesystem::remove(file);
 }
 
 }  // namespace test

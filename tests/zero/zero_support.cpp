@@ -1,7 +1,10 @@
-// The odd-sized model's data (the model is odd_mlp.h), the training loop under any strategy, and the relative difference.
+// The odd-sized model's data (the model is odd_mlp.h), the wide model, the training loop under any strategy,
+// and the relative difference.
 #include "zero_support.h"
 
 #include <cmath>
+
+#include "tensor/nograd/views.h"
 
 namespace test {
 
@@ -10,6 +13,23 @@ std::shared_ptr<TensorDataset> odd_data(int64_t samples) {
   Tensor x = randn({samples, 7}, gen);
   Tensor w = randn({7, 3}, gen);
   return std::make_shared<TensorDataset>(std::vector<Tensor>{x, tanh(matmul(x, w))});
+}
+
+std::vector<unsigned char> bytes_of(const nn::StateDict& state) {
+  std::vector<unsigned char> out;
+  for (const auto& [name, t] : state) {
+    const Tensor c = nograd::contiguous(t);
+    const auto* p = static_cast<const unsigned char*>(c.data_ptr());
+    out.insert(out.end(), p, p + c.nbytes());
+  }
+  return out;
+}
+
+std::shared_ptr<nn::Sequential> make_wide_mlp(uint64_t seed) {
+  Generator gen(seed);
+  auto mlp = std::make_shared<nn::Sequential>();
+  for (int i = 0; i < 8; ++i) mlp->push_back(std::make_shared<nn::Linear>(256, 256, true, gen));
+  return mlp;
 }
 
 namespace {

@@ -1,6 +1,7 @@
-// Shared pieces of the ZeRO tests: a model whose parameter sizes divide by no world size, its data,
-// and one training loop that runs under DDP (zero_stage 0), a ZeRO stage or an FSDP strategy, and
-// returns every micro-step's loss and the final full weights, to compare the stages with DDP.
+// Shared pieces of the ZeRO tests: a model whose parameter sizes divide by no world size, its data, a
+// wide model whose every layer is a unit, and one training loop that runs under DDP (zero_stage 0), a
+// ZeRO stage or an FSDP strategy, and returns every micro-step's loss and the final full weights, to
+// compare the stages with DDP.
 #pragma once
 
 #include <string>
@@ -49,6 +50,11 @@ struct ZeroRun {
 // 20 steps of global batch 8 per micro-step (split_batches), every rank starting from seed + rank
 // (prepare takes rank 0's), or under deferred_init every rank from seed.
 ZeroRun train_zero(const ZeroSpec& spec, uint64_t seed);
+
+// 8 Linear(256, 256) layers, 526,336 f32 parameters (2.1 MB): each layer is one stage-3 unit.
+std::shared_ptr<nn::Sequential> make_wide_mlp(uint64_t seed);
+// The bytes of a state's tensors, in order: to compare states bitwise.
+std::vector<unsigned char> bytes_of(const nn::StateDict& state);
 
 // max over i of |a_i - b_i| / |b_i|: for values such as losses that are never near 0.
 double max_rel_diff(const std::vector<double>& a, const std::vector<double>& b);

@@ -1,0 +1,149 @@
+// StateReader: a full state read in pieces. Each reader (memory, safetensors files, a checkpoint's
+// shard files, one rank's own shard) returns exactly the asked elements of the full tensor, also
+// across the pieces of several files; opening shard files checks their coverage from the headers;
+// and a range outside an entry, a name in two files, or a run a rank's own shard does not hold is
+// refused naming it.
+#include <doctest/doctest.h>
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "../error_of.h"
+#include "accel.h"
+#include "runtime/checkpoint/state_shard_files.h"
+#include "runtime/state_reader.h"
+#include "tensor/nograd/views.h"
+
+using namespace accel;
+using test_support::error_of;
+namespace fs = std::filesystem;
+
+namespace {
+
+struct TempDir {
+  fs::path path;
+  TempDir() : path(fs::temp_directory_path() / fmt::format("accel_state_reader_{}", getpid())) {
+    fs::remove_all(path);
+    fs::create_directories(path);
+  }
+  ~TempDir() { fs::remove_all(path); }
+};
+
+Tensor counting(const Shape& shape) {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return nograd::view(arange(0, static_cast<double>(n), 1, DType::f32), shape);
+}
+
+std::vector<float> values(const Tensor& t) {
+  const Tensor c = nograd::contiguous(t);
+  return {c.data<float>(), c.data<float>() + c.numel()};
+}
+
+std::vector<float> elements(const Tensor& full, int64_t first, int64_t count) {
+  return values(nograd::narrow(nograd::view(nograd::contiguous(full), {full.numel()}), 0, first, count));
+}
+
+// Part `part` of 2 of a checkpoint: w [6, 5] as runs of elements split at 13, b [4] whole (part 0),
+// e [6, 3] as rows along dim 0 split 3 and 3 (a tensor-parallel part).
+StateShard part_of(int part, const Tensor& w, const Tensor& b, const Tensor& e) {
+  const Tensor flat = nograd::view(w, {w.numel()});
+  const int64_t split = 13;
+  StateShard s;
+  s.part = part;
+  s.parts = 2;
+  s.local.emplace_back("w", part == 0 ? nograd::narrow(flat, 0, 0, split) : nograd::narrow(flat, 0, split, 30 - split));
+  s.places.emplace_back(ElementRun{part == 0 ? 0 : split, w.shape()});
+  s.local.emplace_back("b", b);
+  s.places.emplace_back();
+  s.local.emplace_back("e", nograd::narrow(e, 0, 3 * part, 3));
+  s.places.emplace_back(nn::parallel::TensorSplit{.dim = 0, .blocks = 1, .full_size = 6});
+  return s;
+}
+
+void write_parts(const fs::path& dir, const std::vector<StateShard>& parts) {
+  for (const StateShard& s : parts) {
+    auto [tensors, metadata] = state_shard_file(s);
+    save_safetensors((dir / state_shard_file_name("model", s.part, s.parts)).string(), tensors, metadata);
+  }
+  std::ofstream(dir / state_shard_index_name("model")) << state_shard_index("model", static_cast<int>(parts.size()));
+}
+
+}  // namespace
+
+TEST_CASE("DictStateReader reads any run of an entry's elements, and refuses a range outside it naming the entry") {
+  const Tensor w = counting({3, 4});
+  const DictStateReader reader({{"w", w}, {"b", counting({2})}});
+  REQUIRE(reader.entries().size() == 2);
+  CHECK(reader.entries()[0].name == "w");
+  CHECK(reader.entries()[0].shape == Shape{3, 4});
+  CHECK(reader.find("b") == std::optional<size_t>{1});
+  CHECK_FALSE(reader.find("c").has_value());
+  CHECK(values(reader.read(0, 5, 4)) == elements(w, 5, 4));
+  CHECK(reader.read_whole(0).shape() == Shape{3, 4});
+  CHECK(error_of([&] { reader.read(0, 10, 3); }) ==
+        "StateReader::read: elements 10 to 13 of 'w', which has 12 ([3, 4]); a range within it expected");
+}
+
+TEST_CASE("SafetensorsReader reads the asked elements of several files and refuses a name in two of them") {
+  TempDir dir;
+  const Tensor a = counting({4, 5}), b = counting({7});
+  save_safetensors((dir.path / "one.safetensors").string(), {{"a", a}});
+  save_safetensors((dir.path / "two.safetensors").string(), {{"b", b}});
+  const SafetensorsReader reader({(dir.path / "one.safetensors").string(), (dir.path / "two.safetensors").string()});
+  REQUIRE(reader.entries().size() == 2);
+  CHECK(values(reader.read(0, 3, 9)) == elements(a, 3, 9));
+  CHECK(values(reader.read(1, 2, 5)) == elements(b, 2, 5));
+  save_safetensors((dir.path / "again.safetensors").string(), {{"a", b}});
+  CHECK(error_of([&] {
+          SafetensorsReader({(dir.path / "one.safetensors").string(), (dir.path / "again.safetensors").string()});
+        }).find("'a' is in both") != std::string::npos);
+}
+
+TEST_CASE("open_state_shards reads runs that straddle the parts' files exactly, and checks coverage on open") {
+  TempDir dir;
+  const Tensor w = counting({6, 5}), b = counting({4}), e = counting({6, 3});
+  write_parts(dir.path, {part_of(0, w, b, e), part_of(1, w, b, e)});
+  const auto reader = open_state_shards(dir.path, "model");
+  REQUIRE(reader->entries().size() == 3);
+  CHECK(reader->entries()[0].name == "w");
+  CHECK(reader->entries()[0].shape == Shape{6, 5});
+  CHECK(reader->entries()[2].shape == Shape{6, 3});
+  // Every run of w and e, including those that cross from one part's file into the other's.
+  for (int64_t first = 0; first < 30; ++first)
+    for (int64_t count = 0; first + count <= 30; count += 7) CHECK(values(reader->read(0, first, count)) == elements(w, first, count));
+  for (int64_t first = 0; first < 18; ++first) CHECK(values(reader->read(2, first, 18 - first)) == elements(e, first, 18 - first));
+  CHECK(values(reader->read_whole(1)) == values(b));
+  CHECK(values(read_state_shards(dir.path, "model")[0].second) == values(w));
+  // Part 1 left out of the index: the rows of e it held are missing.
+  std::ofstream(dir.path / state_shard_index_name("model")) << R"({"files": ["model.shard-00001-of-00002.safetensors"]})";
+  CHECK(error_of([&] { open_state_shards(dir.path, "model"); }).find("the shard files hold 13 of the 30 elements of 'w'") !=
+        std::string::npos);
+}
+
+TEST_CASE("state_shard_reader serves a rank's own runs and refuses one it does not hold") {
+  const Tensor w = counting({6, 5}), b = counting({4}), e = counting({6, 3});
+  StateShard own = part_of(1, w, b, e);
+  own.local.pop_back();  // the tensor-parallel part: refused in memory (below)
+  own.places.pop_back();
+  const auto reader = state_shard_reader(own);
+  CHECK(values(reader->read(0, 13, 17)) == elements(w, 13, 17));
+  CHECK(values(reader->read(0, 20, 4)) == elements(w, 20, 4));
+  CHECK(values(reader->read_whole(1)) == values(b));
+  CHECK(error_of([&] { reader->read(0, 10, 5); }) ==
+        "the state of rank 1 of 2: elements 10 to 15 of 'w' are not all held here (2 of 5); a reader of one rank's "
+        "shard holds only that rank's runs");
+  CHECK(error_of([&] { state_shard_reader(part_of(1, w, b, e)); }).find("'e' is a tensor-parallel part") !=
+        std::string::npos);
+}
+
+TEST_CASE("RenamedStateReader reads its base under new names, one name per entry") {
+  auto base = std::make_shared<DictStateReader>(nn::StateDict{{"state.fc.weight.exp_avg", counting({3})}});
+  const RenamedStateReader renamed(base, {"state.0.exp_avg"});
+  CHECK(renamed.entries()[0].name == "state.0.exp_avg");
+  CHECK(values(renamed.read(0, 1, 2)) == std::vector<float>{1, 2});
+  CHECK(error_of([&] { RenamedStateReader(base, {}); }) ==
+        "RenamedStateReader: 0 names for a state of 1 entries; one per entry expected");
+}
