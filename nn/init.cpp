@@ -16,7 +16,7 @@ namespace {
 void write(const Tensor& t, const FillRecipe& fill) {
   if (t.is_meta()) return record_fill(t, fill);
   NoGradGuard no_grad;
-  if (fill.is_random()) nograd::copy_(t, fill.values(t.shape(), 0, t.dtype(), t.device()));
+  if (!fill.is_constant()) nograd::copy_(t, fill.values(t.shape(), 0, t.dtype(), t.device()));
   else nograd::fill_(t, fill.a);
 }
 

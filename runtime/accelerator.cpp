@@ -21,6 +21,7 @@
 #include "runtime/checkpoint/checkpoint_dir.h"
 #include "runtime/checkpoint/preemption.h"
 #include "runtime/object_collectives.h"
+#include "runtime/deferred_load.h"
 #include "runtime/precision/make_precision.h"
 #include "runtime/prepared_names.h"
 #include "runtime/safetensors.h"
@@ -408,9 +409,12 @@ void Accelerator::save_model(const nn::Module& model, const std::string& dir) {
 }
 
 nn::LoadResult Accelerator::load_model(nn::Module& model, const std::string& path, bool strict) {
-  const std::filesystem::path file =
-      std::filesystem::is_directory(path) ? std::filesystem::path(path) / "model.safetensors" : std::filesystem::path(path);
-  const nn::LoadResult result = strategy_->load_model_state(model, SafetensorsReader({file.string()}), strict);
+  const std::shared_ptr<const StateReader> state =
+      std::filesystem::is_directory(path) ? open_checkpoint_model(path)
+                                          : std::make_shared<SafetensorsReader>(std::vector<std::string>{path});
+  // A model built under DeferredInit and not prepared yet takes the file as its init: prepare reads it.
+  if (has_meta_tensors(model)) return load_into_deferred(model, state, path, strict);
+  const nn::LoadResult result = strategy_->load_model_state(model, *state, strict);
   weights_changed();  // DDP's 16-bit weight copies are rounded again
   return result;
 }

@@ -366,10 +366,13 @@ class Accelerator {
   // Writes dir/model.safetensors with the model's state_dict (main process only), creating dir.
   void save_model(const nn::Module& model, const std::string& dir);
   // Loads a model's full state from path: a safetensors file, or a directory holding save_model's
-  // model.safetensors. Every rank reads it (no collective) and keeps what it holds; under FULL_SHARD
+  // model.safetensors, Hugging Face's model-0000k-of-0000n shards with their index, or a checkpoint's
+  // per-rank shards. Every rank reads it (no collective) and keeps what it holds; under FULL_SHARD
   // and HYBRID_SHARD each rank reads only its slices' bytes, so a prepared model that no rank can hold
-  // whole (built under DeferredInit) takes pretrained weights. strict: every key and shape must fit,
-  // else accel::Error names the ones that do not.
+  // whole (built under DeferredInit) takes pretrained weights. Before prepare, a model built under
+  // DeferredInit takes the file as its init instead: prepare then reads from it what each rank keeps,
+  // and draws nothing the file overwrites. strict: every key and shape must fit, else accel::Error
+  // names the ones that do not.
   nn::LoadResult load_model(nn::Module& model, const std::string& path, bool strict = true);
 
   // Checkpoints for an exact resume (docs/checkpoints.md). Collective: every rank calls them.

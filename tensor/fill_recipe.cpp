@@ -1,4 +1,4 @@
-// FillRecipe: reserving a draw's Philox blocks, and computing any run of its elements.
+// FillRecipe: reserving a draw's Philox blocks, and computing (or reading) any run of its elements.
 #include "tensor/fill_recipe.h"
 
 #include <fmt/format.h>
@@ -8,20 +8,21 @@
 #include "tensor/deferred_init.h"
 #include "tensor/nograd/copy.h"
 #include "tensor/nograd/elementwise.h"
+#include "tensor/nograd/views.h"
 
 namespace accel {
 
-FillRecipe FillRecipe::constant(double value) { return FillRecipe{.kind = Kind::constant, .a = value}; }
+FillRecipe FillRecipe::constant(double value) { return FillRecipe{.kind = Kind::constant, .a = value, .source = nullptr}; }
 
 FillRecipe FillRecipe::uniform(double low, double high, uint64_t numel, Generator& gen, const char* op) {
   if (!(low <= high)) throw Error(fmt::format("{}: low {} must not exceed high {}", op, low, high));
   const uint64_t seed = gen.seed(), offset = gen.reserve(uniform_blocks(numel));
-  return FillRecipe{.kind = Kind::uniform, .a = low, .b = high, .seed = seed, .offset = offset};
+  return FillRecipe{.kind = Kind::uniform, .a = low, .b = high, .seed = seed, .offset = offset, .source = nullptr};
 }
 
 FillRecipe FillRecipe::standard_normal(uint64_t numel, Generator& gen) {
   const uint64_t seed = gen.seed(), offset = gen.reserve(normal_blocks(numel));
-  return FillRecipe{.kind = Kind::normal, .a = 0.0, .b = 1.0, .seed = seed, .offset = offset};
+  return FillRecipe{.kind = Kind::normal, .a = 0.0, .b = 1.0, .seed = seed, .offset = offset, .source = nullptr};
 }
 
 FillRecipe FillRecipe::normal(double mean, double std, uint64_t numel, Generator& gen) {
@@ -30,6 +31,11 @@ FillRecipe FillRecipe::normal(double mean, double std, uint64_t numel, Generator
   fill.b = std;
   fill.affine = true;
   return fill;
+}
+
+FillRecipe FillRecipe::from_source(std::shared_ptr<const ElementSource> source) {
+  if (!source || !source->read) throw Error("FillRecipe::from_source: no source to read from");
+  return FillRecipe{.kind = Kind::source, .source = std::move(source)};
 }
 
 namespace {
@@ -51,6 +57,14 @@ Tensor FillRecipe::values(const Shape& shape, int64_t first, DType dtype, Device
   if (first < 0) throw Error(fmt::format("FillRecipe::values: first element {} is negative", first));
   const DeferredInit real(false);  // these are the values themselves, never another recipe
   if (kind == Kind::constant) return full(shape, a, dtype, device);
+  if (kind == Kind::source) {
+    const int64_t n = shape_numel(shape);
+    const Tensor got = source->read(first, n);
+    if (got.numel() != n)
+      throw Error(fmt::format("FillRecipe::values: {} gave {} elements from {}; {} expected", source->description,
+                              got.numel(), first, n));
+    return nograd::to_device(nograd::to_dtype(nograd::view(nograd::contiguous(got), shape), dtype), device);
+  }
   const uint64_t s = seed, o = offset;
   Tensor host;
   if (kind == Kind::uniform) {
@@ -69,6 +83,8 @@ std::string FillRecipe::str() const {
       return fmt::format("constant({})", a);
     case Kind::uniform:
       return fmt::format("uniform({}, {}) at Philox seed {} block {}", a, b, seed, offset);
+    case Kind::source:
+      return fmt::format("the elements of {}", source->description);
     case Kind::normal:
       break;
   }

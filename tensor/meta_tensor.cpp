@@ -114,7 +114,7 @@ void InitRecipe::write(int64_t first, const Tensor& dst) const {
     }
     const int64_t lo = std::max(first, step.offset), hi = std::min(first + count, step.offset + region_numel(step));
     if (lo >= hi) continue;
-    if (!step.fill.is_random()) {
+    if (step.fill.is_constant()) {
       nograd::fill_(nograd::narrow(flat, 0, lo - first, hi - lo), step.fill.a);
       continue;
     }
@@ -134,15 +134,15 @@ void InitRecipe::write_strided_step(const Step& step, int64_t first, const Tenso
     j_max = j;
   });
   if (j_min < 0) return;
-  const bool random = step.fill.is_random();
-  const Tensor values = random ? step.fill.values({j_max - j_min + 1}, j_min, dtype_, Device::cpu())
-                               : full({1}, step.fill.a, dtype_, Device::cpu());
+  const bool per_element = !step.fill.is_constant();
+  const Tensor values = per_element ? step.fill.values({j_max - j_min + 1}, j_min, dtype_, Device::cpu())
+                                    : full({1}, step.fill.a, dtype_, Device::cpu());
   const size_t element = dtype_size(dtype_);
   const auto* from = static_cast<const char*>(values.data_ptr());
   auto* to = static_cast<char*>(flat.data_ptr());
   for_each_region_element(step, [&](int64_t j, int64_t s) {
     if (s < first || s >= first + count) return;
-    const int64_t source = random ? j - j_min : 0;
+    const int64_t source = per_element ? j - j_min : 0;
     std::memcpy(to + static_cast<size_t>(s - first) * element, from + static_cast<size_t>(source) * element, element);
   });
 }
@@ -166,6 +166,7 @@ uint64_t InitRecipe::fingerprint() const {
     mix_value(step.fill.affine);
     mix_value(step.fill.seed);
     mix_value(step.fill.offset);
+    if (step.fill.source) mix_value(step.fill.source->fingerprint);
   }
   return hash;
 }

@@ -140,7 +140,7 @@ TEST_CASE("initialisers recorded on views (rows, a column, a transposed view) ap
     Tensor t = randn({6, 5}, g);
     auto apply = [&](const Tensor& region, const FillRecipe& fill) {
       if (region.is_meta()) record_fill(region, fill);
-      else if (fill.is_random()) nograd::copy_(region, fill.values(region.shape(), 0, region.dtype(), region.device()));
+      else if (!fill.is_constant()) nograd::copy_(region, fill.values(region.shape(), 0, region.dtype(), region.device()));
       else nograd::fill_(region, fill.a);
     };
     apply(nograd::narrow(t, 0, 4, 2), FillRecipe::constant(0.0));                             // rows 4-5
@@ -204,4 +204,55 @@ TEST_CASE("a meta tensor moved to a device keeps its recipe; its fingerprint fol
   CHECK(z.storage()->recipe()->fingerprint() != x.storage()->recipe()->fingerprint());
   CHECK(error_of([&] { materialize_run(x, 5, empty({5})); }) ==
         "materialize_run: elements [5, 10) are outside the 9 of shape [9]");
+}
+
+TEST_CASE("a source step reads only the run asked of it, in the recipe's dtype, over the draws it overwrites") {
+  // The source: a [4, 5] f64 tensor 0, 1, ..., 19 that records each read.
+  const Tensor values = arange(0, 20, 1, DType::f64);
+  std::vector<std::pair<int64_t, int64_t>> reads;
+  auto source = std::make_shared<ElementSource>();
+  source->read = [&](int64_t first, int64_t count) {
+    reads.emplace_back(first, count);
+    return nograd::narrow(values, 0, first, count);
+  };
+  source->fingerprint = 7;
+  source->description = "'w' of test.safetensors";
+  Generator gen(1);
+  Tensor t;
+  {
+    DeferredInit deferred;
+    t = randn({4, 5}, gen);
+    record_fill(t, FillRecipe::from_source(source));
+  }
+  const Tensor dst = empty({6});
+  materialize_run(t, 7, dst);
+  CHECK(dst.to_vector<float>() == std::vector<float>{7, 8, 9, 10, 11, 12});
+  CHECK(reads == std::vector<std::pair<int64_t, int64_t>>{{7, 6}});
+  CHECK(FillRecipe::from_source(source).str() == "the elements of 'w' of test.safetensors");
+
+  // On a column view: the source fills columns 1-2 row by row, the draw the rest.
+  Generator eager_gen(2), deferred_gen(2);
+  Tensor eager = randn({4, 5}, eager_gen), column_meta;
+  nograd::copy_(nograd::narrow(eager, 1, 1, 2), nograd::to_dtype(nograd::view(nograd::narrow(values, 0, 0, 8), {4, 2}), DType::f32));
+  {
+    DeferredInit deferred;
+    column_meta = randn({4, 5}, deferred_gen);
+    record_fill(nograd::narrow(column_meta, 1, 1, 2), FillRecipe::from_source(source));
+  }
+  materialize_in_place(column_meta);
+  CHECK(bytes_of(column_meta) == bytes_of(eager));
+
+  // The source's fingerprint is part of the recipe's.
+  auto other = std::make_shared<ElementSource>(*source);
+  other->fingerprint = 8;
+  Tensor a, b;
+  {
+    DeferredInit deferred;
+    a = empty({4, 5});
+    b = empty({4, 5});
+    record_fill(a, FillRecipe::from_source(source));
+    record_fill(b, FillRecipe::from_source(other));
+  }
+  CHECK(a.storage()->recipe()->fingerprint() != b.storage()->recipe()->fingerprint());
+  CHECK(error_of([] { (void)FillRecipe::from_source(nullptr); }) == "FillRecipe::from_source: no source to read from");
 }

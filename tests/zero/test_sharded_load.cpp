@@ -1,8 +1,9 @@
 // Loading into a model under ZeRO, on 2 and 4 ranks: load_model into a deferred-init model prepared
 // under FULL_SHARD reads only each rank's slices of the file, checks the keys first, and trains as the
-// model loaded whole before prepare; load_state reads only each rank's runs of the shard files, stays
-// under twice the rank's share of the state and resumes bitwise; and a load that fails part way puts
-// back what every rank held, bitwise, under every stage.
+// model loaded whole before prepare; load_model before prepare makes the file the deferred model's
+// init, which prepare reads as it materialises, equal to loading after prepare; load_state reads only
+// each rank's runs of the shard files, stays under twice the rank's share of the state and resumes
+// bitwise; and a load that fails part way puts back what every rank held, bitwise, under every stage.
 #include <doctest/doctest.h>
 
 #include <unistd.h>
@@ -11,6 +12,7 @@
 #include <map>
 
 #include "runtime/safetensors.h"
+#include "tensor/meta_tensor.h"
 #include "zero_support.h"
 
 namespace test {
@@ -70,7 +72,7 @@ TEST_CASE("load_model: a deferred-init model prepared under FULL_SHARD takes a f
   };
   for (const Case c : {Case{3, "no", 0}, Case{3, "bf16", 0}, Case{3, "no", 1}, Case{2, "no", 0}, Case{0, "no", 0}}) {
     INFO("rank ", world()->rank(), " of ", world()->size(), ", stage ", c.stage, ", ", std::string(c.precision),
-         c.hybrid_shard_size ? ", HYBRID_SHARD" : "");
+         std::string(c.hybrid_shard_size ? ", HYBRID_SHARD" : ""));
     // The reference: a normal model loaded whole, then prepared.
     Accelerator reference_accelerator(options_for_stage(c.stage, c.precision, c.hybrid_shard_size));
     auto reference = make_wide_mlp(5);
@@ -108,6 +110,79 @@ TEST_CASE("load_model: a deferred-init model prepared under FULL_SHARD takes a f
   std::filesystem::remove(file);
 }
 
+TEST_CASE("load_model before prepare: a deferred-init model takes the file as its init, prepare reads from it only "
+          "what each rank keeps, and the run equals loading after prepare bitwise") {
+  const nn::StateDict pretrained = make_wide_mlp(77)->state_dict();
+  const std::string file = saved_state_file(pretrained, "before_prepare");
+  const size_t full_bytes = 8 * (256 * 256 + 256) * sizeof(float), n = static_cast<size_t>(world()->size());
+  struct Case {
+    int stage;
+    const char* precision;
+    int hybrid_shard_size;
+  };
+  for (const Case c : {Case{3, "no", 0}, Case{3, "bf16", 0}, Case{3, "no", 1}, Case{2, "no", 0}, Case{0, "no", 0}}) {
+    INFO("rank ", world()->rank(), " of ", n, ", stage ", c.stage, ", ", std::string(c.precision),
+         std::string(c.hybrid_shard_size ? ", HYBRID_SHARD" : ""));
+    // The reference: prepared, then loaded (which equals a normal model loaded whole, above).
+    Accelerator reference_accelerator(options_for_stage(c.stage, c.precision, c.hybrid_shard_size));
+    std::shared_ptr<nn::Sequential> reference;
+    {
+      DeferredInit deferred;
+      reference = make_wide_mlp(5);
+    }
+    auto reference_adamw = make_optimizer("adamw", reference->parameters());
+    auto [reference_net, reference_opt] = reference_accelerator.prepare(reference, reference_adamw);
+    reference_accelerator.load_model(*reference_net, file);
+    const std::vector<double> reference_losses = five_steps(reference_accelerator, *reference_net, *reference_opt);
+    const std::vector<unsigned char> reference_final = bytes_of(reference_accelerator.get_state_dict(*reference_net));
+
+    Accelerator accelerator(options_for_stage(c.stage, c.precision, c.hybrid_shard_size));
+    std::shared_ptr<nn::Sequential> model;
+    {
+      DeferredInit deferred;
+      model = make_wide_mlp(5);
+    }
+    world()->barrier();
+    const size_t before = accelerator.memory_stats()[0].stats.allocated_bytes;
+    accelerator.reset_peak_memory_stats();
+    const nn::LoadResult result = accelerator.load_model(*model, file);
+    CHECK(result.missing.empty());
+    CHECK(result.unexpected.empty());
+    for (const auto& [name, t] : model->state_dict()) CHECK_MESSAGE(t.is_meta(), name);  // nothing read yet
+    auto adamw = make_optimizer("adamw", model->parameters());
+    auto [net, opt] = accelerator.prepare(model, adamw);
+    const size_t peak = accelerator.memory_stats()[0].stats.peak_allocated_bytes - before;
+    if (c.stage == 3 && c.hybrid_shard_size != 1) {
+      // As a deferred prepare without the file (test_deferred_init.cpp): the rank's shards (under
+      // bf16 its 2-byte parameters and 4-byte master slices), and one unit's slice read at a time.
+      INFO("load_model + prepare's peak ", peak, " bytes; the model is ", full_bytes);
+      const size_t held = c.precision == std::string("bf16") ? full_bytes / n * 3 / 2 : full_bytes / n;
+      const size_t unit_shard = (256 * 256 + 256) * sizeof(float) / n + sizeof(float);
+      CHECK(peak <= held + 8 * sizeof(float) + unit_shard + 64 * 1024);
+    }
+    CHECK(bytes_of(accelerator.get_state_dict(*net)) == bytes_of(pretrained));
+    CHECK(five_steps(accelerator, *net, *opt) == reference_losses);
+    CHECK(bytes_of(accelerator.get_state_dict(*net)) == reference_final);
+  }
+  // A file that does not fit is refused before anything is recorded, as after prepare.
+  nn::StateDict bad = pretrained;
+  bad.pop_back();
+  const std::string bad_file = saved_state_file(bad, "before_prepare_bad");
+  Accelerator accelerator(options_for_stage(3, "no"));
+  std::shared_ptr<nn::Sequential> model;
+  {
+    DeferredInit deferred;
+    model = make_wide_mlp(5);
+  }
+  const uint64_t fingerprint = model->state_dict().back().second.storage()->recipe()->fingerprint();
+  CHECK(error_of([&] { accelerator.load_model(*model, bad_file); })
+            .find("load_state_dict: the state does not fit this Sequential: missing keys [" + pretrained.back().first) !=
+        std::string::npos);
+  CHECK(model->state_dict().back().second.storage()->recipe()->fingerprint() == fingerprint);
+  std::filesystem::remove(file);
+  std::filesystem::remove(bad_file);
+}
+
 TEST_CASE("load_state under FULL_SHARD reads only the rank's runs of the shard files: its peak stays under twice its "
           "share of the state, and the resumed run equals the uninterrupted one bitwise") {
   // The full state: 526,336 f32 parameters and AdamW's two moments of each.
@@ -128,7 +203,10 @@ TEST_CASE("load_state under FULL_SHARD reads only the rank's runs of the shard f
     auto adamw = make_optimizer("adamw", model->parameters());
     auto [net, opt] = saving.prepare(model, adamw);
     five_steps(saving, *net, *opt);
-    saving.save_state(dir);
+    // Under DDP the model is written as Hugging Face's indexed shards (three of them); under ZeRO as
+    // per-rank shards.
+    saving.save_state(dir, {.max_shard_bytes = c.stage == 0 ? 1 << 20 : int64_t{10} << 30});
+    const std::vector<unsigned char> saved = bytes_of(saving.get_state_dict(*net));
     const std::vector<double> uninterrupted = five_steps(saving, *net, *opt);
     const std::vector<unsigned char> uninterrupted_final = bytes_of(saving.get_state_dict(*net));
 
@@ -152,6 +230,14 @@ TEST_CASE("load_state under FULL_SHARD reads only the rank's runs of the shard f
     }
     CHECK(five_steps(resuming, *fresh_net, *fresh_opt) == uninterrupted);
     CHECK(bytes_of(resuming.get_state_dict(*fresh_net)) == uninterrupted_final);
+    // load_model takes the checkpoint directory's model, in either layout, into a plain model.
+    CHECK(std::filesystem::exists(std::filesystem::path(dir) /
+                                  (c.stage == 0 ? "model.safetensors.index.json" : "model.shards.json")));
+    Accelerator plain(options_for_stage(0, "no"));
+    auto copy = make_wide_mlp(11);
+    plain.load_model(*copy, dir);
+    CHECK(bytes_of(copy->state_dict()) == saved);
+    world()->barrier();
   }
   world()->barrier();
   if (world()->rank() == 0) std::filesystem::remove_all(dir);
