@@ -111,15 +111,17 @@ struct Pieces {
   std::vector<PieceSource> sources;
 };
 
-// Whether the piece lies inside a full tensor of where.full.
+// Whether the piece lies inside a full tensor of where.full (whose dims are checked: piece_of). The
+// comparisons subtract, so that no offset a file gives can overflow them.
 bool fits(const Shape& piece, const Piece& where) {
   const int64_t rank = static_cast<int64_t>(piece.size());
-  if (where.elements) return rank == 1 && where.offset >= 0 && where.offset + piece[0] <= numel_of(where.full);
+  if (where.elements)
+    return rank == 1 && where.offset >= 0 && piece[0] <= numel_of(where.full) && where.offset <= numel_of(where.full) - piece[0];
   if (where.dim < 0 || where.dim >= rank || rank != static_cast<int64_t>(where.full.size())) return false;
   for (int64_t d = 0; d < rank; ++d)
     if (d != where.dim && piece[static_cast<size_t>(d)] != where.full[static_cast<size_t>(d)]) return false;
-  const int64_t rows = piece[static_cast<size_t>(where.dim)];
-  return where.offset >= 0 && where.offset + rows <= where.full[static_cast<size_t>(where.dim)];
+  const int64_t rows = piece[static_cast<size_t>(where.dim)], size = where.full[static_cast<size_t>(where.dim)];
+  return where.offset >= 0 && rows <= size && where.offset <= size - rows;
 }
 
 // The runs of the full tensor's flattened elements that the piece covers, each with where it starts in
@@ -135,6 +137,7 @@ std::vector<CoveredRun> covered_runs(const PieceSource& p) {
   for (int64_t d = 0; d < where.dim; ++d) outer *= where.full[static_cast<size_t>(d)];
   for (size_t d = static_cast<size_t>(where.dim) + 1; d < where.full.size(); ++d) inner *= where.full[d];
   const int64_t size = where.full[static_cast<size_t>(where.dim)], rows = p.shape[static_cast<size_t>(where.dim)];
+  if (rows == 0 || inner == 0) return {};  // an empty piece covers nothing (however many its outer dims)
   std::vector<CoveredRun> out;
   for (int64_t o = 0; o < outer; ++o)
     out.push_back({(o * size + where.offset) * inner, (o * size + where.offset + rows) * inner, o * rows * inner});
@@ -270,11 +273,23 @@ std::vector<Pieces> in_order(std::map<std::string, Pieces> found, std::vector<st
   return out;
 }
 
-// The place of a piece from a file's metadata.
-Piece piece_of(const json& p) {
-  if (p.contains("element_offset"))
-    return {true, 0, p.at("element_offset").get<int64_t>(), p.at("full_shape").get<Shape>()};
-  return {false, p.at("dim").get<int64_t>(), p.at("offset").get<int64_t>(), p.at("full_shape").get<Shape>()};
+// The place of a piece from a file's metadata; a full shape with a negative dim, or more elements
+// than int64 counts, throws.
+Piece piece_of(const json& p, const std::string& file, const std::string& key) {
+  Piece where = p.contains("element_offset")
+                    ? Piece{true, 0, p.at("element_offset").get<int64_t>(), p.at("full_shape").get<Shape>()}
+                    : Piece{false, p.at("dim").get<int64_t>(), p.at("offset").get<int64_t>(), p.at("full_shape").get<Shape>()};
+  bool counts = std::all_of(where.full.begin(), where.full.end(), [](int64_t d) { return d >= 0; });
+  try {
+    shape_numel(where.full);
+  } catch (const Error&) {
+    counts = false;
+  }
+  if (!counts)
+    throw Error(fmt::format("load_state: {}: piece '{}' has the full shape {}; dims of at least 0 whose product "
+                            "int64 counts expected",
+                            file, key, shape_str(where.full)));
+  return where;
 }
 
 // The pieces of one shard file, from its header and its metadata, added to found (and their names to order).
@@ -300,7 +315,7 @@ void add_file_pieces(const fs::path& file, std::map<std::string, Pieces>& found,
       try {
         const json& p = pieces[entry.name];
         whole = p.at("name").get<std::string>();
-        source.where = piece_of(p);
+        source.where = piece_of(p, file.string(), entry.name);
       } catch (const json::exception& e) {
         throw Error(fmt::format("load_state: {}: the place of piece '{}' is not valid ({})", file.string(), entry.name,
                                 e.what()));

@@ -6,7 +6,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 seconds="$1"
-harnesses=(safetensors config_file checkpoint_state optimizer_keys token_shard llmc_model gpt2_tokenizer)
+harnesses=(safetensors config_file checkpoint_state optimizer_keys token_shard llmc_model gpt2_tokenizer state_shards)
 
 if [ ! -f build-fuzz/build.ninja ]; then
   CXX="${FUZZ_CXX:-clang++}" meson setup build-fuzz -Dfuzz=true -Dbuildtype=debugoptimized \

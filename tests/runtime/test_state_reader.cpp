@@ -123,6 +123,28 @@ TEST_CASE("open_state_shards reads runs that straddle the parts' files exactly, 
         std::string::npos);
 }
 
+TEST_CASE("open_state_shards refuses a piece whose full shape has a negative dim or too many elements, or whose "
+          "offset lies past its full tensor, naming the file and the piece") {
+  TempDir dir;
+  const std::string file = (dir.path / state_shard_file_name("model", 0, 1)).string();
+  std::ofstream(dir.path / state_shard_index_name("model")) << state_shard_index("model", 1);
+  auto refusal = [&](const std::string& place) {
+    save_safetensors(file, {{"p", counting({3})}}, {{"accel_pieces", R"({"p": {"name": "x", )" + place + "}}"}});
+    return error_of([&] { open_state_shards(dir.path, "model"); });
+  };
+  CHECK(refusal(R"("element_offset": 0, "full_shape": [-3])") ==
+        "load_state: " + file + ": piece 'p' has the full shape [-3]; dims of at least 0 whose product int64 counts "
+        "expected");
+  CHECK(refusal(R"("element_offset": 0, "full_shape": [4294967296, 4294967296])")
+            .find("piece 'p' has the full shape [4294967296, 4294967296]") != std::string::npos);
+  // Offsets near int64's end are refused as not fitting (the check cannot overflow).
+  CHECK(refusal(R"("element_offset": 9223372036854775807, "full_shape": [3])").find("does not fit its full tensor") !=
+        std::string::npos);
+  CHECK(refusal(R"("dim": 0, "offset": 9223372036854775807, "full_shape": [3])").find("does not fit its full tensor") !=
+        std::string::npos);
+  CHECK(refusal(R"("element_offset": 0, "full_shape": [3])").empty());
+}
+
 TEST_CASE("state_shard_reader serves a rank's own runs and refuses one it does not hold") {
   const Tensor w = counting({6, 5}), b = counting({4}), e = counting({6, 3});
   StateShard own = part_of(1, w, b, e);
