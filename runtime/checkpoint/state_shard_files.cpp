@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <iterator>
+#include <limits>
 #include <map>
 #include <functional>
 #include <variant>
@@ -166,8 +167,13 @@ bool fill(Pieces& a, int64_t start, int64_t end) {
 // Adds a piece of the full tensor `name` to a, checking that it fits and overlaps no other piece.
 void add_piece(Pieces& a, const std::string& name, PieceSource piece, bool whole) {
   const Piece& where = piece.where;
+  const int64_t count = numel_of(piece.shape);
+  // The run's end as text: an offset from a file can be so large that offset + count overflows.
+  const std::string end = where.offset <= std::numeric_limits<int64_t>::max() - count
+                              ? std::to_string(where.offset + count)
+                              : fmt::format("{} + {}", where.offset, count);
   const std::string at = whole           ? std::string("whole")
-                         : where.elements ? fmt::format("elements {} to {}", where.offset, where.offset + numel_of(piece.shape))
+                         : where.elements ? fmt::format("elements {} to {}", where.offset, end)
                                           : fmt::format("offset {} of dim {}", where.offset, where.dim);
   if (!a.sources.empty() && a.whole && whole) return;  // a tensor held whole by several parts: one copy is enough
   if (!a.sources.empty() && (a.whole || whole))

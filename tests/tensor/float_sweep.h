@@ -51,7 +51,9 @@ inline bool same_bits(float a, float b) {
   return ua == ub;
 }
 
-// How many got[i] differ in bits from scalar(xs[i]); first is the first such x.
+// How many got[i] differ in bits from scalar(xs[i]); first is the first such x. Pass scalar as a lambda:
+// the activation functions are always_inline, which GCC cannot do through a function pointer (the
+// sanitizer build at -O1 refuses to compile it).
 template <class F>
 size_t count_mismatches(const std::vector<float>& xs, const std::vector<float>& got, F scalar, float& first) {
   size_t bad = 0;

@@ -35,7 +35,7 @@ TEST_CASE("AVX2 gelu computes the scalar function's bits") {
   std::vector<float> got(xs.size());
   cpu::avx2::gelu_f32(xs.data(), got.data(), static_cast<int64_t>(xs.size()));
   float first = 0;
-  const size_t bad = test::count_mismatches(xs, got, gelu_f32, first);
+  const size_t bad = test::count_mismatches(xs, got, [](float x) { return gelu_f32(x); }, first);
   INFO("gelu: ", bad, " mismatches, first at x = ", first);
   CHECK(bad == 0);
 }
@@ -47,7 +47,7 @@ TEST_CASE("the f32 gelu op on a contiguous tensor gives the scalar function's bi
   for (int i = -3000; i <= 3000; ++i) xs.push_back(static_cast<float>(i) * 7e-3f);
   const std::vector<float> got = nograd::gelu(from_vector<float>(xs)).to_vector<float>();
   float first = 0;
-  const size_t bad = test::count_mismatches(xs, got, gelu_f32, first);
+  const size_t bad = test::count_mismatches(xs, got, [](float x) { return gelu_f32(x); }, first);
   INFO("gelu: ", bad, " mismatches, first at x = ", first);
   CHECK(bad == 0);
 }
