@@ -1,5 +1,5 @@
 // Fits the piecewise-polynomial coefficient tables of kernels/activation_tables.h (f32 tanh, its
-// derivative, and GELU) in long double and prints that header: `fit_activation_tables > kernels/activation_tables.h`.
+// derivative, GELU and its derivative) in long double and prints that header: `fit_activation_tables > kernels/activation_tables.h`.
 // Each interval's polynomial is centred on a float whose function value is nearly a float (so the
 // constant term carries no rounding), fitted by Lawson-weighted least squares near minimax, then its
 // coefficients are rounded to f32 one at a time from the lowest, refitting the rest after each.
@@ -17,7 +17,7 @@ using LD = long double;
 using Fn = std::function<LD(LD)>;
 
 constexpr int kIntervals = 32;
-constexpr int kMaxDegree = 6;  // coefficients c0..c6
+constexpr int kMaxDegree = 7;  // coefficients c0..c7
 
 uint32_t bits_of(float f) {
   uint32_t u;
@@ -124,6 +124,20 @@ float pick_center(LD lo, LD hi, const Fn& g) {
     if (err < best_err) best_err = err, best = c;
   }
   return best;
+}
+
+// The float near where |g| is the harmonic mean of |g(lo)| and |g(hi)|. Where g changes by a large
+// factor across the interval, that centre balances |g - c0| / |g| at both ends: the share of the
+// result in the terms after the (exact) constant, whose rounding the result carries.
+float pick_balanced_center(LD lo, LD hi, const Fn& g) {
+  const LD g_lo = std::fabs(g(lo)), g_hi = std::fabs(g(hi)), target = 2 * g_lo * g_hi / (g_lo + g_hi);
+  LD a = lo, b = hi;
+  for (int i = 0; i < 200; ++i) {
+    const LD m = (a + b) / 2;
+    ((std::fabs(g(m)) < target) == (g_hi > g_lo) ? a : b) = m;
+  }
+  const LD c = (a + b) / 2, half = (hi - lo) / 2;
+  return pick_center(c - half, c + half, g);
 }
 
 // The interval j of the tables holds inputs whose t = base + |x| (or x) has bits >> 20 = j mod 32:
@@ -235,6 +249,66 @@ Table fit_gelu_grad() {
   return t;
 }
 
+// GELU itself on 32 cells uniform in phi(x) = x (A + x (B + C x)): cell j = round(phi(x)) + 26 mod
+// 32, for x from kGeluLow = -6 (below it the kernel takes x e^(2u), far_left) to kGeluHigh, the middle
+// of cell 31, where x is clamped. The cells are about 0.12 wide at x = -6, where GELU falls by e^8 per
+// unit of x, 0.5 around 0 and 1 to 2 for x > 1. Each cell's polynomial is GELU(x) - s_j x, and the
+// kernel adds s_j x last (table kGeluX): s_j is 0 for x < 0, 1/2 in cell 26 (around 0, where the rest
+// is even in x and of order x^2) and GELU / x at the middle for x > 0, where the rest is then a small
+// part of the result, and its rounding with it. Cell 31 is x itself. Degree 7.
+constexpr float kGeluWarpA = 1.7f, kGeluWarpB = -0.3f, kGeluWarpC = 0.024f, kGeluLow = -6.0f;
+constexpr int kGeluZeroCell = 26;
+LD gelu_phi(LD x) { return x * (kGeluWarpA + x * (kGeluWarpB + kGeluWarpC * x)); }
+LD gelu_phi_inverse(LD p) {  // phi is increasing: its derivative A + 2 B x + 3 C x^2 has no real root
+  LD lo = -20, hi = 20;
+  for (int i = 0; i < 200; ++i) (gelu_phi((lo + hi) / 2) < p ? lo : hi) = (lo + hi) / 2;
+  return (lo + hi) / 2;
+}
+
+// The tables kGelu* and kGeluX (the slopes s_j), and the end of the range the cells serve.
+struct GeluTables {
+  Table poly;
+  float slope[kIntervals] = {};
+  float high = 0;
+};
+
+GeluTables fit_gelu() {
+  GeluTables out{{"kGelu", "gelu(x) - kGeluX x on cells uniform in phi(x) (kernels/activation_math.h, gelu_f32), degree 7", {}, 7}};
+  const LD k = 0.79788456080286535588L, c = 0.044715L;
+  const Fn f = [=](LD x) { return x / (1 + std::exp(-2 * k * (x + c * x * x * x))); };
+  const Fn weight = [&](LD x) { return x == 0 ? 2.0L : 1.0L / std::fabs(f(x)); };  // relative to the result
+  out.high = static_cast<float>(gelu_phi_inverse(kIntervals - 1 - kGeluZeroCell));
+  for (int j = 0; j < kIntervals; ++j) {
+    Interval iv{};
+    iv.degree = out.poly.degree;
+    const int cell = j - kGeluZeroCell;
+    iv.lo = gelu_phi_inverse(cell - 0.5L);
+    iv.hi = gelu_phi_inverse(cell + 0.5L);
+    const LD slack = (iv.hi - iv.lo) / 100;  // phi is rounded in f32: a cell takes in its neighbours' edges
+    const float mid = static_cast<float>((iv.lo + iv.hi) / 2);
+    const float slope = j == kIntervals - 1 ? 1.0f : cell == 0 ? 0.5f : cell > 0 ? static_cast<float>(f(mid) / mid) : 0.0f;
+    out.slope[j] = slope;
+    const Fn rest = [=](LD x) { return f(x) - slope * x; };
+    if (j == kIntervals - 1) {
+      iv.center = 0;  // all zero: the result is x
+    } else if (cell == 0) {
+      iv.center = 0;
+      iv.coef[0] = -0.0f;  // with c1 = +0, keeps GELU(-0) = -0
+      iv.lo -= slack;
+      iv.hi += slack;
+      fit(iv, rest, weight, 2);
+    } else {
+      iv.center = cell > 0 ? pick_center(iv.lo, iv.hi, rest) : pick_balanced_center(iv.lo, iv.hi, f);
+      iv.coef[0] = static_cast<float>(rest(iv.center));
+      iv.lo -= slack;
+      iv.hi += slack;
+      fit(iv, rest, weight, 1);
+    }
+    out.poly.iv.push_back(iv);
+  }
+  return out;
+}
+
 void print_table(const Table& t) {
   std::printf("// %s\n", t.doc.c_str());
   std::printf("ACCEL_ACTIVATION_TABLE %sCenter[32] = {", t.name.c_str());
@@ -253,10 +327,11 @@ void print_table(const Table& t) {
 int main() {
   std::printf(
       "// Generated by bench/fit_activation_tables.cpp (run it and redirect here to re-derive): the\n"
-      "// piecewise-polynomial coefficients of the f32 tanh, its derivative and GELU's derivative in\n"
+      "// piecewise-polynomial coefficients of the f32 tanh, its derivative, GELU and GELU's derivative in\n"
       "// kernels/activation_math.h. A tanh entry j serves the inputs whose t = 1 + |x| has float bits >> 20\n"
       "// equal to j mod 32 (t in [1, 16): eight intervals per octave); a GELU-grad entry serves a cell of a\n"
-      "// uniform grid of x. Each polynomial is sum_k Ck[j] (x' - Center[j])^k, x' the (clamped) |x| or x.\n"
+      "// uniform grid of x, a GELU entry a cell of a grid warped by a cubic. Each polynomial is\n"
+      "// sum_k Ck[j] (x' - Center[j])^k, x' the (clamped) |x| or x.\n"
       "#pragma once\n\n"
       "#include \"kernels/hd.h\"\n\n"
       "#if defined(__CUDA_ARCH__)\n"
@@ -270,6 +345,16 @@ int main() {
   print_table(fit_tanh_grad());
   std::printf("\n");
   print_table(fit_gelu_grad());
+  std::printf("\n");
+  const GeluTables gelu = fit_gelu();
+  print_table(gelu.poly);
+  std::printf("ACCEL_ACTIVATION_TABLE kGeluX[32] = {");
+  for (int j = 0; j < kIntervals; ++j) std::printf("%s%.8ef", j == 0 ? "\n    " : j % 4 ? ", " : ",\n    ", gelu.slope[j]);
+  std::printf("};\n");
+  std::printf("// phi(x) = x (A + x (B + C x)); the cell of x = 0; the range the cells serve (x is clamped to the high end)\n");
+  std::printf("inline constexpr float kGeluWarpA = %.8ef, kGeluWarpB = %.8ef, kGeluWarpC = %.8ef;\n", kGeluWarpA, kGeluWarpB, kGeluWarpC);
+  std::printf("inline constexpr int kGeluZeroCell = %d;\n", kGeluZeroCell);
+  std::printf("inline constexpr float kGeluLow = %.8ef, kGeluHigh = %.8ef;\n", kGeluLow, gelu.high);
   std::printf("\n}  // namespace accel::activation_tables\n");
   return 0;
 }

@@ -2,8 +2,9 @@
 // CPU loops and the CUDA kernels. Forward results are within about an ulp of the f64 function and
 // derivatives within about 2e-7 relative (see tests/kernels/test_activation_math.cpp); libm's tanhf
 // is 2 ulp here and 1 - tanh^2 from a rounded tanh loses most of its digits where tanh saturates.
-// tanh and both derivatives are piecewise polynomials (kernels/activation_tables.h), whose AVX-512
-// form (tensor/cpu/activation_avx512.h) gives these functions' bits; GELU's forward is exp-based.
+// tanh, GELU and both derivatives are piecewise polynomials (kernels/activation_tables.h), whose
+// AVX-512 forms (tensor/cpu/activation_avx512.h) give these functions' bits; GELU below x = -6 and its
+// AVX2 form take an exp-based form.
 // All arithmetic (no libm call); it needs hardware fma to be fast.
 #pragma once
 
@@ -103,15 +104,57 @@ ACCEL_HD_INLINE Sigmoid2u sigmoid_2u(float xc) {
 }  // namespace gelu_detail
 
 // GELU in its tanh form, 0.5 x (1 + tanh(u)) = x / (1 + e^(-2u)), within 1.1 ulp where the result
-// is at least 1e-36 in magnitude (below x = -10 it flushes to -0). The division is carried with its
-// residual: no cancellation anywhere, unlike 1 + tanh(u) for negative x.
-ACCEL_HD_INLINE float gelu_f32(float x) {
+// is at least 1e-36 in magnitude (below x = -10 it flushes to -0), from exp: the AVX2 loop's form,
+// as a table lookup per lane costs a gather there. The division is carried with its residual: no
+// cancellation anywhere, unlike 1 + tanh(u) for negative x.
+ACCEL_HD_INLINE float gelu_exp_f32(float x) {
   using namespace gelu_detail;
   const Sigmoid2u s = sigmoid_2u(clamp_input(x));
   const float q = x * s.rd;
   const float q_res = fmaf(-q, s.D.hi, x) - q * s.D.lo;  // x - q D
   const float out = fmaf(q_res, s.rd, q);
   return kSaturation < x ? x : (x < -kSaturation ? -0.0f : out);  // +inf included
+}
+
+namespace gelu_table_detail {
+
+using namespace activation_tables;
+
+// GELU below kGeluLow: x e^(2u), as there e^(2u) < 1.4e-11 and x sigma(2u) = x e^(2u) / (1 + e^(2u))
+// differs from it by less than 2^-36 relative; so no division. e^(2u) is taken times 2^64 (exactly)
+// and the result scaled back: e^(2u) reaches 1e-38 at x = -10, where its low part, and x times it,
+// would be subnormals, which cost a microcode assist each (7x slower over all-negative input). Below
+// -10 it flushes to -0, as gelu_exp_f32 does; NaN never comes here.
+ACCEL_HD_INLINE float far_left(float x) {
+  using namespace gelu_detail;
+  const float xc = x < -kSaturation ? -kSaturation : x;
+  const Float2 u = odd_cubic(xc, kK, kKC);
+  const Float2 e = exp_split(2.0f * u.hi, 2.0f * u.lo, 64);
+  return x < -kSaturation ? -0.0f : fmaf(x, e.hi, x * e.lo) * 0x1p-64f;
+}
+
+// The cell of x: round(phi(x)) + kGeluZeroCell mod 32 from the low bits of phi(x) + 1.5 * 2^23 + the
+// zero cell, phi(x) = x (A + x (B + C x)) by Horner in fma (bench/fit_activation_tables.cpp).
+ACCEL_HD_INLINE uint32_t cell(float xc) {
+  const float phi_biased = fmaf(fmaf(fmaf(xc, kGeluWarpC, kGeluWarpB), xc, kGeluWarpA), xc, 12582912.0f + kGeluZeroCell);
+  return float_bits(phi_biased) & 31u;
+}
+
+}  // namespace gelu_table_detail
+
+// GELU within 1.0 ulp from x = -6 (kGeluLow) and 1.15 below, where the result is at least 1e-36 in
+// magnitude, division-free: below kGeluLow far_left; from it a degree-7 polynomial in x - centre on 32
+// cells of a warped grid, whose centres are floats where GELU is nearly a float, placed so that the
+// terms after the constant stay under about 0.6 of the result; each cell adds kGeluX[j] x last. In
+// cell 31 (x from 5.88; x above kGeluHigh = 6.54 takes its cell) that is x and the polynomial is 0;
+// in the cell around 0 it is x / 2 and the polynomial GELU(x) - x / 2, so -0 gives -0. NaN passes.
+ACCEL_HD_INLINE float gelu_f32(float x) {
+  using namespace gelu_table_detail;
+  if (x < kGeluLow) return far_left(x);
+  const float xc = kGeluHigh < x ? kGeluHigh : x;
+  const uint32_t j = cell(xc);
+  const float* const c[8] = {kGeluC0, kGeluC1, kGeluC2, kGeluC3, kGeluC4, kGeluC5, kGeluC6, kGeluC7};
+  return fmaf(kGeluX[j], x, tanh_detail::horner<7>(c, j, xc - kGeluCenter[j]));
 }
 
 namespace gelu_grad_detail {

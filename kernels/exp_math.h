@@ -14,8 +14,9 @@ namespace accel {
 
 // e^(v + lo) as hi + lo, for v in [-87.6, 88.3] (callers clamp; there 2^n is a normal float) and
 // |lo| <= 2^-20 |v|: 2^n (1 + r p(r)) with n = round(v / ln 2) and r = v - n ln 2 in [-ln2/2, ln2/2];
-// p is a degree-5 least-squares fit of (e^r - 1) / r, good to 0.07 of 2^-24.
-ACCEL_HD_INLINE Float2 exp_split(float v, float lo) {
+// p is a degree-5 least-squares fit of (e^r - 1) / r, good to 0.07 of 2^-24. Times 2^k, exactly, where
+// that stays below 2^127: a caller scales a tiny e^v up to keep lo out of the (slow) subnormals.
+ACCEL_HD_INLINE Float2 exp_split(float v, float lo, uint32_t k = 0) {
   const float round_magic = 12582912.0f;  // 1.5 * 2^23: adding it rounds to an integer in the low bits
   const float t = fmaf(v, 1.44269504f, round_magic);
   const float n = t - round_magic;
@@ -31,7 +32,7 @@ ACCEL_HD_INLINE Float2 exp_split(float v, float lo) {
   const float y = fmaf(p, r, 1.0f);
   const float y_lo = fmaf(p, r, 1.0f - y);  // 1 - y is exact: y is in [0.7, 1.42]
   // 2^n, built in the exponent field from t's low bits (t's bits are the magic's plus n).
-  const float scale = bits_float(0x3f800000u + (float_bits(t) << 23));
+  const float scale = bits_float(0x3f800000u + ((float_bits(t) + k) << 23));
   return {y * scale, y_lo * scale};
 }
 

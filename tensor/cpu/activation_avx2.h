@@ -1,7 +1,7 @@
-// AVX2 form of GELU's f32 forward (kernels/activation_math.h, gelu_f32) for the CPU loops on machines
-// without AVX-512: the same operations lane for lane, so it gives the scalar function's bits
-// (tests/tensor/test_activation_avx2.cpp). GCC 12 does not vectorise the scalar loop (the clamp
-// before the exp leaves control flow in it), which ran about 20x slower.
+// AVX2 form of GELU's exp-based f32 forward (kernels/activation_math.h, gelu_exp_f32): the CPU loop on
+// machines without AVX-512, and the AVX-512 loop's lanes below kGeluLow. The same operations lane for
+// lane, so it gives the scalar function's bits (tests/tensor/test_activation_avx2.cpp). GCC 12 does
+// not vectorise the scalar loop (the clamp before the exp leaves control flow in it): 20x slower.
 #pragma once
 
 #if defined(__AVX2__) && defined(__FMA__)
@@ -45,7 +45,7 @@ inline Float2x8 odd_cubic(__m256 x, Float2 a, Float2 b) {
 }
 
 // kernels/exp_math.h's exp_split on 8 lanes.
-inline Float2x8 exp_split(__m256 v, __m256 lo) {
+inline Float2x8 exp_split(__m256 v, __m256 lo, uint32_t k = 0) {
   const __m256 round_magic = splat(12582912.0f);
   const __m256 t = _mm256_fmadd_ps(v, splat(1.44269504f), round_magic);
   const __m256 n = _mm256_sub_ps(t, round_magic);
@@ -60,7 +60,7 @@ inline Float2x8 exp_split(__m256 v, __m256 lo) {
   const __m256 one = splat(1.0f);
   const __m256 y = _mm256_fmadd_ps(p, r, one);
   const __m256 y_lo = _mm256_fmadd_ps(p, r, _mm256_sub_ps(one, y));
-  const __m256i exponent = _mm256_add_epi32(_mm256_set1_epi32(0x3f800000), _mm256_slli_epi32(_mm256_castps_si256(t), 23));
+  const __m256i exponent = _mm256_add_epi32(_mm256_set1_epi32(0x3f800000), _mm256_slli_epi32(_mm256_add_epi32(_mm256_castps_si256(t), _mm256_set1_epi32(static_cast<int>(k))), 23));
   const __m256 scale = _mm256_castsi256_ps(exponent);
   return {_mm256_mul_ps(y, scale), _mm256_mul_ps(y_lo, scale)};
 }
@@ -70,8 +70,8 @@ inline __m256 select_less(__m256 a, __m256 b, __m256 if_less, __m256 otherwise) 
   return _mm256_blendv_ps(otherwise, if_less, _mm256_cmp_ps(a, b, _CMP_LT_OQ));
 }
 
-// gelu_f32 on 8 lanes.
-inline __m256 gelu8(__m256 x) {
+// gelu_exp_f32 on 8 lanes.
+inline __m256 gelu_exp8(__m256 x) {
   using namespace gelu_detail;
   const __m256 sat = splat(kSaturation), neg_sat = splat(-kSaturation);
   const __m256 hi = select_less(sat, x, sat, x);
@@ -87,11 +87,11 @@ inline __m256 gelu8(__m256 x) {
   return select_less(sat, x, x, select_less(x, neg_sat, splat(-0.0f), out));
 }
 
-// out[i] = gelu_f32(in[i]) over [0, n): whole vectors, the tail by the scalar function.
-inline void gelu_f32(const float* in, float* out, int64_t n) {
+// out[i] = gelu_exp_f32(in[i]) over [0, n): whole vectors, the tail by the scalar function.
+inline void gelu_exp_f32(const float* in, float* out, int64_t n) {
   int64_t i = 0;
-  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(out + i, gelu8(_mm256_loadu_ps(in + i)));
-  for (; i < n; ++i) out[i] = accel::gelu_f32(in[i]);
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(out + i, gelu_exp8(_mm256_loadu_ps(in + i)));
+  for (; i < n; ++i) out[i] = accel::gelu_exp_f32(in[i]);
 }
 
 }  // namespace accel::cpu::avx2

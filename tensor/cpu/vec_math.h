@@ -1,7 +1,7 @@
-// Vectorised exp/tanh/gelu for the CPU loops over contiguous f32/f64 runs. f32 tanh, its grad and
-// gelu's grad take the AVX-512 forms of tensor/cpu/activation_avx512.h where the target has them; f32
-// gelu (and the fallbacks) is the plain arithmetic of kernels/activation_math.h, which the compiler vectorises
-// in a simple loop; the rest are Eigen array maps, whose packet math evaluates exp 8 (or 4) lanes at a
+// Vectorised exp/tanh/gelu for the CPU loops over contiguous f32/f64 runs. f32 tanh, gelu and their
+// grads take the AVX-512 forms of tensor/cpu/activation_avx512.h where the target has them (f32 gelu
+// the AVX2 exp form without AVX-512), else the scalar functions of kernels/activation_math.h; the rest
+// are Eigen array maps, whose packet math evaluates exp 8 (or 4) lanes at a
 // time where libm's expf is a scalar call that stops a loop from vectorising.
 #pragma once
 
@@ -37,8 +37,10 @@ void unary_vector(const C* in, C* out, int64_t n) {
     for (int64_t i = 0; i < n; ++i) out[i] = tanh_f32(in[i]);
 #endif
   } else if constexpr (std::is_same_v<C, float> && Op == UnaryOp::gelu) {
-#if defined(ACCEL_HAVE_ACTIVATION_AVX2) && !defined(ACCEL_HAVE_ACTIVATION_AVX512)
-    avx2::gelu_f32(in, out, n);
+#if defined(ACCEL_HAVE_ACTIVATION_AVX512)
+    avx512::gelu_f32(in, out, n);
+#elif defined(ACCEL_HAVE_ACTIVATION_AVX2)
+    avx2::gelu_exp_f32(in, out, n);
 #else
     for (int64_t i = 0; i < n; ++i) out[i] = gelu_f32(in[i]);
 #endif

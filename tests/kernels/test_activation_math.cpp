@@ -34,6 +34,14 @@ TEST_CASE("exp_f32 is within an ulp of exp on [-87.6, 88.3]") {
   CHECK(w.error <= 1.0);
   const Float2 e = exp_split(1.5f, 0.0f);  // the split carries the last rounding: hi + lo is closer
   CHECK(std::fabs(static_cast<double>(e.hi) + e.lo - std::exp(1.5)) < 0.25 * f32_ulp(std::exp(1.5)));
+  // Times 2^64: exactly the plain split scaled where both are normal, and the split's precision kept
+  // where the plain one's low part is subnormal.
+  const Float2 plain = exp_split(-40.0f, 0.0f), scaled = exp_split(-40.0f, 0.0f, 64);
+  CHECK(scaled.hi == plain.hi * 0x1p64f);
+  CHECK(scaled.lo == plain.lo * 0x1p64f);
+  const Float2 tiny = exp_split(-87.0f, 0.0f, 64);
+  const double want = std::ldexp(std::exp(-87.0), 64);
+  CHECK(std::fabs(static_cast<double>(tiny.hi) + tiny.lo - want) < 0.25 * f32_ulp(want));
 }
 
 TEST_CASE("tanh_f32 is within an ulp of tanh, and tanh_grad_f32 within 1e-6 of sech^2") {
@@ -49,15 +57,17 @@ TEST_CASE("tanh_f32 is within an ulp of tanh, and tanh_grad_f32 within 1e-6 of s
   CHECK(tanh_grad(5.0f) == tanh_grad_f32(5.0f));
 }
 
-TEST_CASE("gelu_f32 is within about an ulp of GELU, and gelu_grad_f32 within 1e-6, near its zero too") {
+TEST_CASE("gelu_f32 and gelu_exp_f32 are within about an ulp of GELU, and gelu_grad_f32 within 1e-6, near its zero too") {
   const std::vector<float> xs = activation_sweep();
-  // Results below 1e-36 in magnitude (x < -10) may flush to zero: checked in absolute terms.
-  const std::vector<float> fwd_got = apply(xs, gelu_f32);
-  const WorstError fwd = max_ulp_error(xs, fwd_got, ref_gelu, 1e-36);
-  INFO("forward worst at x = ", fwd.x, ": ", fwd.error, " ulp");
-  CHECK(fwd.error <= 1.15);
-  for (size_t i = 0; i < xs.size(); ++i)
-    if (std::fabs(ref_gelu(xs[i])) < 1e-36) REQUIRE(std::fabs(fwd_got[i] - ref_gelu(xs[i])) <= 1e-36);
+  for (float (*gelu)(float) : {gelu_f32, gelu_exp_f32}) {
+    // Results below 1e-36 in magnitude (x < -10) may flush to zero: checked in absolute terms.
+    const std::vector<float> fwd_got = apply(xs, gelu);
+    const WorstError fwd = max_ulp_error(xs, fwd_got, ref_gelu, 1e-36);
+    INFO("forward (", gelu == gelu_f32 ? "table" : "exp", " form) worst at x = ", fwd.x, ": ", fwd.error, " ulp");
+    CHECK(fwd.error <= 1.15);
+    for (size_t i = 0; i < xs.size(); ++i)
+      if (std::fabs(ref_gelu(xs[i])) < 1e-36) REQUIRE(std::fabs(fwd_got[i] - ref_gelu(xs[i])) <= 1e-36);
+  }
   const WorstError bwd = max_floored_relative_error(xs, apply(xs, gelu_grad_f32), ref_gelu_grad);
   INFO("grad worst at x = ", bwd.x, ": ", bwd.error);
   CHECK(bwd.error <= 2e-6);
@@ -79,6 +89,8 @@ TEST_CASE("tanh and GELU take their limits at signed zeros, infinities and huge 
   CHECK(tanh_grad_f32(0.0f) == 1.0f);
   CHECK(tanh_grad_f32(inf) == 0.0f);
   CHECK(tanh_grad_f32(-100.0f) == 0.0f);
+  CHECK(gelu_f32(0.0f) == 0.0f);
+  CHECK(std::signbit(gelu_f32(-0.0f)));
   CHECK(gelu_f32(inf) == inf);
   CHECK(gelu_f32(-inf) == 0.0f);
   CHECK(gelu_f32(1e30f) == 1e30f);
@@ -88,7 +100,9 @@ TEST_CASE("tanh and GELU take their limits at signed zeros, infinities and huge 
   CHECK(gelu_grad_f32(inf) == 1.0f);
   CHECK(gelu_grad_f32(-inf) == 0.0f);
   CHECK(gelu_grad_f32(1e30f) == 1.0f);
-  for (float (*f)(float) : {tanh_f32, tanh_grad_f32, gelu_f32, gelu_grad_f32}) CHECK(std::isnan(f(nan)));
+  CHECK(gelu_exp_f32(inf) == inf);
+  CHECK(gelu_exp_f32(-inf) == 0.0f);
+  for (float (*f)(float) : {tanh_f32, tanh_grad_f32, gelu_f32, gelu_exp_f32, gelu_grad_f32}) CHECK(std::isnan(f(nan)));
 }
 
 TEST_CASE("double-float helpers are exact") {
@@ -106,7 +120,7 @@ TEST_CASE("double-float helpers are exact") {
 
 // The piecewise polynomials (kernels/activation_tables.h) do better than the bounds above, which were
 // set for the exp-based forms; these pin what they measure, so a refit that loses accuracy fails.
-TEST_CASE("the piecewise tanh, tanh grad and gelu grad hold their fitted accuracy") {
+TEST_CASE("the piecewise tanh, gelu, their grads hold their fitted accuracy") {
   const std::vector<float> xs = activation_sweep(101);
   const WorstError fwd = max_ulp_error(xs, apply(xs, tanh_f32), ref_tanh);
   INFO("tanh worst at x = ", fwd.x, ": ", fwd.error, " ulp");
@@ -114,6 +128,12 @@ TEST_CASE("the piecewise tanh, tanh grad and gelu grad hold their fitted accurac
   const WorstError tg = max_floored_relative_error(xs, apply(xs, tanh_grad_f32), ref_tanh_grad);
   INFO("tanh grad worst at x = ", tg.x, ": ", tg.error);
   CHECK(tg.error <= 2e-7);
+  std::vector<float> table_xs;  // below kGeluLow gelu_f32 is the exp form, held to 1.15 ulp above
+  for (float x : xs)
+    if (!(x < activation_tables::kGeluLow)) table_xs.push_back(x);
+  const WorstError gf = max_ulp_error(table_xs, apply(table_xs, gelu_f32), ref_gelu, 1e-36);
+  INFO("gelu worst at x = ", gf.x, ": ", gf.error, " ulp");
+  CHECK(gf.error <= 1.0);
   const WorstError gg = max_floored_relative_error(xs, apply(xs, gelu_grad_f32), ref_gelu_grad);
   INFO("gelu grad worst at x = ", gg.x, ": ", gg.error);
   CHECK(gg.error <= 4e-7);
