@@ -123,7 +123,7 @@ using namespace activation_tables;
 // GELU below kGeluLow: x e^(2u), as there e^(2u) < 1.4e-11 and x sigma(2u) = x e^(2u) / (1 + e^(2u))
 // differs from it by less than 2^-36 relative; so no division. e^(2u) is taken times 2^64 (exactly)
 // and the result scaled back: e^(2u) reaches 1e-38 at x = -10, where its low part, and x times it,
-// would be subnormals, which cost a microcode assist each (7x slower over all-negative input). Below
+// would be subnormals, which cost a microcode assist each (9x slower over all-negative input). Below
 // -10 it flushes to -0, as gelu_exp_f32 does; NaN never comes here.
 ACCEL_HD_INLINE float far_left(float x) {
   using namespace gelu_detail;
