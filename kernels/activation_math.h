@@ -3,8 +3,8 @@
 // derivatives within about 2e-7 relative (see tests/kernels/test_activation_math.cpp); libm's tanhf
 // is 2 ulp here and 1 - tanh^2 from a rounded tanh loses most of its digits where tanh saturates.
 // tanh, GELU and both derivatives are piecewise polynomials (kernels/activation_tables.h), whose
-// AVX-512 forms (tensor/cpu/activation_avx512.h) give these functions' bits; GELU below x = -6 and its
-// AVX2 form take an exp-based form.
+// AVX-512 forms (tensor/cpu/activation_avx512.h) give these functions' bits; GELU below x = -6 is
+// x e^(2u), and its AVX2 loop takes the exp-based gelu_exp_f32.
 // All arithmetic (no libm call); it needs hardware fma to be fast.
 #pragma once
 
@@ -125,12 +125,15 @@ using namespace activation_tables;
 // and the result scaled back: e^(2u) reaches 1e-38 at x = -10, where its low part, and x times it,
 // would be subnormals, which cost a microcode assist each (9x slower over all-negative input). Below
 // -10 it flushes to -0, as gelu_exp_f32 does; NaN never comes here.
+inline constexpr uint32_t kFarLeftShift = 64;
+inline constexpr float kFarLeftUnscale = 0x1p-64f;  // 2^-kFarLeftShift
+
 ACCEL_HD_INLINE float far_left(float x) {
   using namespace gelu_detail;
   const float xc = x < -kSaturation ? -kSaturation : x;
   const Float2 u = odd_cubic(xc, kK, kKC);
-  const Float2 e = exp_split(2.0f * u.hi, 2.0f * u.lo, 64);
-  return x < -kSaturation ? -0.0f : fmaf(x, e.hi, x * e.lo) * 0x1p-64f;
+  const Float2 e = exp_split(2.0f * u.hi, 2.0f * u.lo, kFarLeftShift);
+  return x < -kSaturation ? -0.0f : fmaf(x, e.hi, x * e.lo) * kFarLeftUnscale;
 }
 
 // The cell of x: round(phi(x)) + kGeluZeroCell mod 32 from the low bits of phi(x) + 1.5 * 2^23 + the

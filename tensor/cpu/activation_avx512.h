@@ -98,11 +98,12 @@ inline __m512 tanh_grad16(const Piecewise<6>& pw, __m512 x) {
 // gelu_table_detail::far_left on 8 lanes, with the AVX2 double-float helpers.
 inline __m256 gelu_far_left8(__m256 x) {
   using namespace gelu_detail;
+  using gelu_table_detail::kFarLeftShift, gelu_table_detail::kFarLeftUnscale;
   const __m256 neg_sat = avx2::splat(-kSaturation);
   const __m256 xc = avx2::select_less(x, neg_sat, neg_sat, x);
   const avx2::Float2x8 u = avx2::odd_cubic(xc, kK, kKC);
-  const avx2::Float2x8 e = avx2::exp_split(_mm256_add_ps(u.hi, u.hi), _mm256_add_ps(u.lo, u.lo), 64);
-  const __m256 out = _mm256_mul_ps(_mm256_fmadd_ps(x, e.hi, _mm256_mul_ps(x, e.lo)), avx2::splat(0x1p-64f));
+  const avx2::Float2x8 e = avx2::exp_split(_mm256_add_ps(u.hi, u.hi), _mm256_add_ps(u.lo, u.lo), kFarLeftShift);
+  const __m256 out = _mm256_mul_ps(_mm256_fmadd_ps(x, e.hi, _mm256_mul_ps(x, e.lo)), avx2::splat(kFarLeftUnscale));
   return avx2::select_less(x, neg_sat, avx2::splat(-0.0f), out);
 }
 

@@ -128,7 +128,7 @@ TEST_CASE("the piecewise tanh, gelu, their grads hold their fitted accuracy") {
   const WorstError tg = max_floored_relative_error(xs, apply(xs, tanh_grad_f32), ref_tanh_grad);
   INFO("tanh grad worst at x = ", tg.x, ": ", tg.error);
   CHECK(tg.error <= 2e-7);
-  std::vector<float> table_xs;  // below kGeluLow gelu_f32 is the exp form, held to 1.15 ulp above
+  std::vector<float> table_xs;  // below kGeluLow gelu_f32 is x e^(2u), held to 1.15 ulp above
   for (float x : xs)
     if (!(x < activation_tables::kGeluLow)) table_xs.push_back(x);
   const WorstError gf = max_ulp_error(table_xs, apply(table_xs, gelu_f32), ref_gelu, 1e-36);
