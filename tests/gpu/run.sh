@@ -9,7 +9,8 @@
 # never passed, and the script exits 77 (1 when something failed).
 # Environment: ACCEL_GPU_ARCHS (default 90), ACCEL_GPU_BUILD_DIR (default build-gpu, reused when it
 # exists), ACCEL_GPU_REUSE=1 (build in that dir with the options it has, e.g. a CPU machine's own
-# build dir), ACCEL_GPU_JOBS (default: all cores). docs/gpu.md explains the output.
+# build dir), ACCEL_GPU_JOBS (default: all cores), ACCEL_GPU_BUNDLE (a folder tests/gpu/bundle.sh
+# made on another machine: run its programs, build nothing). docs/gpu.md explains the output.
 set -uo pipefail
 
 if [ $# -ne 1 ]; then
@@ -32,6 +33,42 @@ tee_pid=$!
 started=$(date -u +%Y-%m-%dT%H:%M:%SZ)
 section() { printf '\n=== %s (%ss)\n' "$1" "$SECONDS"; }
 
+# Points the run at a bundle from tests/gpu/bundle.sh: its programs become the build, its libraries
+# come first, then this machine's CUDA libraries (the toolkit's, else the pip wheels'). Open MPI is
+# unpacked from its packages and, as root, added to / without replacing any file already there.
+use_bundle() {
+  local bundle
+  bundle=$(cd "$1" && pwd) || return 1
+  local programs=/tmp/accel-bundle
+  rm -rf "$programs" && mkdir -p "$programs" && tar -C "$programs" -xJf "$bundle/programs.tar.xz" || return 1
+  build=$programs/build
+  echo "running the programs bundled in $bundle (built elsewhere; nothing is built here)"
+  local cuda_dirs
+  cuda_dirs=$(python3 -c 'import glob, os, nvidia
+print(":".join(sorted({os.path.dirname(f) for p in nvidia.__path__ for f in glob.glob(p + "/**/lib*.so*", recursive=True)})))' \
+    2>/dev/null || true)
+  export LD_LIBRARY_PATH="$programs/lib:/usr/local/cuda/lib64:/usr/local/cuda/lib${cuda_dirs:+:$cuda_dirs}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  if ldd "$build/tests/gpu/test_gpu_dist" | grep -q 'libmpi.*not found'; then
+    local root=/tmp/accel-openmpi
+    rm -rf "$root"
+    for deb in "$bundle"/debs/*.deb; do dpkg-deb -x "$deb" "$root" || return 1; done
+    if [ -w / ]; then
+      # Merged-/usr images have /lib as a link into /usr: copy through /usr so cp never meets it.
+      if [ -L /lib ] && [ -d "$root/lib" ]; then cp -rn "$root/lib/." "$root/usr/lib/" && rm -rf "$root/lib"; fi
+      cp -rn "$root/." / && ldconfig || return 1
+      [ -e /usr/bin/mpirun ] || ln -s mpirun.openmpi /usr/bin/mpirun
+    else
+      export OPAL_PREFIX=$root/usr PATH="$root/usr/bin:$PATH"
+      export LD_LIBRARY_PATH="$LD_LIBRARY_PATH:$root/usr/lib/x86_64-linux-gnu:$root/lib/x86_64-linux-gnu"
+      [ -e "$root/usr/bin/mpirun" ] || ln -s mpirun.openmpi "$root/usr/bin/mpirun"
+    fi
+    # Shared memory between the ranks of one machine; no network fabrics are there to probe.
+    export OMPI_MCA_pml=ob1 OMPI_MCA_btl=self,vader OMPI_MCA_btl_vader_single_copy_mechanism=none
+    echo "Open MPI unpacked from $(ls "$bundle"/debs/*.deb | wc -l) packages: $(command -v mpirun)"
+  fi
+  ! ldd "$build"/tests/gpu/test_gpu{,_dist} | grep 'not found'
+}
+
 if ! command -v nvcc >/dev/null 2>&1 && [ -x /usr/local/cuda/bin/nvcc ]; then
   export PATH="/usr/local/cuda/bin:$PATH"
 fi
@@ -51,9 +88,11 @@ device_name=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | he
 section "build"
 build_ok=true
 build_start=$SECONDS
+if [ -n "${ACCEL_GPU_BUNDLE:-}" ]; then
+  use_bundle "$ACCEL_GPU_BUNDLE" || build_ok=false
 # -Dwerror=false: warnings are CI's job (on the compiler CI uses); here a newer g++'s new warning
 # must not cost the GPU window. The targets are only what this check runs.
-if [ -f "$build/build.ninja" ] && [ "${ACCEL_GPU_REUSE:-0}" = 1 ]; then
+elif [ -f "$build/build.ninja" ] && [ "${ACCEL_GPU_REUSE:-0}" = 1 ]; then
   echo "reusing $build as it is configured (ACCEL_GPU_REUSE=1)"
 elif [ -f "$build/build.ninja" ]; then
   meson setup --reconfigure "$build" -Dcuda=enabled -Dgpu_archs="$archs" -Dwerror=false -Dbuildtype=release \
@@ -62,7 +101,7 @@ else
   meson setup "$build" "$root" -Dcuda=enabled -Dgpu_archs="$archs" -Dwerror=false -Dbuildtype=release \
     || build_ok=false
 fi
-if $build_ok; then
+if $build_ok && [ -z "${ACCEL_GPU_BUNDLE:-}" ]; then
   targets=(tests/gpu/test_cuda_host tests/gpu/test_gpu bench/gpu_kernels accel)
   # test_gpu_dist exists when the build found MPI.
   if ninja -C "$build" -t targets all 2>/dev/null | grep -q '^tests/gpu/test_gpu_dist:'; then
