@@ -58,7 +58,7 @@ print(":".join(sorted({os.path.dirname(f) for p in nvidia.__path__ for f in glob
       cp -rn "$root/." / && ldconfig || return 1
       [ -e /usr/bin/mpirun ] || ln -s mpirun.openmpi /usr/bin/mpirun
     else
-      export OPAL_PREFIX=$root/usr PATH="$root/usr/bin:$PATH"
+      export OPAL_PREFIX=$root/usr PMIX_MCA_mca_base_component_path=$root/usr/lib/x86_64-linux-gnu/pmix2/lib/pmix PATH="$root/usr/bin:$PATH"
       export LD_LIBRARY_PATH="$LD_LIBRARY_PATH:$root/usr/lib/x86_64-linux-gnu:$root/lib/x86_64-linux-gnu"
       [ -e "$root/usr/bin/mpirun" ] || ln -s mpirun.openmpi "$root/usr/bin/mpirun"
     fi
