@@ -1,7 +1,9 @@
 // Multi-rank tests on device tensors, run under mpirun (tests/gpu/run.sh runs -np 1 and -np 2, and
 // with one GPU the ranks share it). The mpi backend stages device tensors through pinned host memory:
 // every collective on CUDA tensors, and two ranks sharing a GPU train an MLP to the weights one rank
-// reaches with the same global batch. The nccl backend (one rank per GPU): every collective, the
+// reaches with the same global batch. ZeRO stages 1-3 through the Accelerator on device tensors (nccl
+// for one rank, the staged mpi backend for ranks sharing the GPU) reach DDP's weights, and stage 3
+// materialises a deferred-init model on the GPU. The nccl backend (one rank per GPU): every collective, the
 // stream ordering of its Work, split and DeviceMesh, and a run that trains end to end through the
 // Accelerator.
 #include "accel_config.h"
@@ -114,6 +116,52 @@ std::pair<Tensor, Tensor> global_batch(int step) {
   return {x, from_vector(y)};
 }
 
+// A model whose parameter sizes divide by no world size above 1 (33 hidden units), so the flat
+// shards are padded.
+std::shared_ptr<nn::Sequential> make_odd_mlp(uint64_t seed) {
+  Generator gen(seed);
+  auto mlp = std::make_shared<nn::Sequential>();
+  mlp->push_back(std::make_shared<nn::Linear>(8, 33, true, gen));
+  mlp->push_back(std::make_shared<nn::ReLU>());
+  mlp->push_back(std::make_shared<nn::Linear>(33, 4, true, gen));
+  return mlp;
+}
+
+// One rank runs nccl (it has a GPU of its own); ranks sharing the GPU take auto's mpi staging.
+AcceleratorOptions zero_options(int stage) {
+  AcceleratorOptions options;
+  options.print_settings = false;
+  if (ACCEL_WITH_NCCL && world().size() == 1) options.backend = "nccl";
+  if (stage > 0) options.deepspeed_plugin = DeepSpeedPlugin{.zero_stage = stage, .gradient_accumulation_steps = std::nullopt};
+  return options;
+}
+
+// 15 AdamW steps of stage `stage` on this rank's share of each global batch; the full weights after.
+nn::StateDict train_zero_on_gpu(int stage, bool deferred) {
+  const int size = world().size(), rank = world().rank();
+  Accelerator accelerator(zero_options(stage));
+  REQUIRE(accelerator.device().is_cuda());
+  std::shared_ptr<nn::Sequential> model;
+  if (deferred) {
+    DeferredInit meta;
+    model = make_odd_mlp(3);
+  } else {
+    model = make_odd_mlp(3);
+  }
+  auto optimizer = std::make_shared<optim::AdamW>(model->parameters(), optim::AdamWOptions{.lr = 1e-2});
+  auto [net, opt] = accelerator.prepare(model, optimizer);
+  const Device device = accelerator.device();
+  const int64_t local = 64 / size;
+  for (int step = 0; step < 15; ++step) {
+    const auto [x, y] = global_batch(step);
+    opt->zero_grad();
+    const Tensor xs = to(narrow(x, 0, rank * local, local), device), ys = to(narrow(y, 0, rank * local, local), device);
+    accelerator.backward(nn::cross_entropy(net->forward(xs), ys));
+    opt->step();
+  }
+  return accelerator.get_state_dict(*net);
+}
+
 }  // namespace
 
 TEST_CASE("mpi backend: every collective on device tensors, staged through pinned memory") {
@@ -199,6 +247,22 @@ TEST_CASE("accelerator: ranks on GPUs train through the reducer to the weights o
   }
   const auto got = net->named_parameters(), want = reference->named_parameters();
   for (size_t i = 0; i < got.size(); ++i) check_close(got[i].second, want[i].second, 1e-4, 1e-5, got[i].first);
+}
+
+TEST_CASE("zero: stages 1, 2 and 3 on GPUs train to DDP's weights; stage 3 materialises a deferred model there") {
+  const nn::StateDict ddp = train_zero_on_gpu(0, false);
+  for (const int stage : {1, 2, 3}) {
+    for (const bool deferred : {false, true}) {
+      if (deferred && stage != 3) continue;
+      INFO("rank ", world().rank(), " of ", world().size(), ", stage ", stage, deferred ? ", deferred init" : "");
+      const nn::StateDict got = train_zero_on_gpu(stage, deferred);
+      REQUIRE(got.size() == ddp.size());
+      for (size_t i = 0; i < got.size(); ++i) {
+        CHECK(got[i].first == ddp[i].first);
+        check_close(to(got[i].second, Device::cpu()), to(ddp[i].second, Device::cpu()), 1e-5, 1e-6, got[i].first);
+      }
+    }
+  }
 }
 
 #if ACCEL_WITH_NCCL
