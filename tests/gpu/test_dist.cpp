@@ -97,12 +97,13 @@ void check_collectives(Communicator& comm, Device device, DType dtype) {
   comm.barrier();
 }
 
-std::shared_ptr<nn::Sequential> make_mlp(uint64_t seed) {
+// hidden = 33 gives parameter sizes that divide by no world size above 1, so ZeRO's shards are padded.
+std::shared_ptr<nn::Sequential> make_mlp(uint64_t seed, int64_t hidden = 32) {
   Generator gen(seed);
   auto mlp = std::make_shared<nn::Sequential>();
-  mlp->push_back(std::make_shared<nn::Linear>(8, 32, true, gen));
+  mlp->push_back(std::make_shared<nn::Linear>(8, hidden, true, gen));
   mlp->push_back(std::make_shared<nn::ReLU>());
-  mlp->push_back(std::make_shared<nn::Linear>(32, 4, true, gen));
+  mlp->push_back(std::make_shared<nn::Linear>(hidden, 4, true, gen));
   return mlp;
 }
 
@@ -114,17 +115,6 @@ std::pair<Tensor, Tensor> global_batch(int step) {
   std::vector<int64_t> y(64);
   for (int64_t i = 0; i < 64; ++i) y[i] = (v[i * 8] > 0 ? 1 : 0) + (v[i * 8 + 1] > 0 ? 2 : 0);
   return {x, from_vector(y)};
-}
-
-// A model whose parameter sizes divide by no world size above 1 (33 hidden units), so the flat
-// shards are padded.
-std::shared_ptr<nn::Sequential> make_odd_mlp(uint64_t seed) {
-  Generator gen(seed);
-  auto mlp = std::make_shared<nn::Sequential>();
-  mlp->push_back(std::make_shared<nn::Linear>(8, 33, true, gen));
-  mlp->push_back(std::make_shared<nn::ReLU>());
-  mlp->push_back(std::make_shared<nn::Linear>(33, 4, true, gen));
-  return mlp;
 }
 
 // One rank runs nccl (it has a GPU of its own); ranks sharing the GPU take auto's mpi staging.
@@ -144,9 +134,9 @@ nn::StateDict train_zero_on_gpu(int stage, bool deferred) {
   std::shared_ptr<nn::Sequential> model;
   if (deferred) {
     DeferredInit meta;
-    model = make_odd_mlp(3);
+    model = make_mlp(3, 33);
   } else {
-    model = make_odd_mlp(3);
+    model = make_mlp(3, 33);
   }
   auto optimizer = std::make_shared<optim::AdamW>(model->parameters(), optim::AdamWOptions{.lr = 1e-2});
   auto [net, opt] = accelerator.prepare(model, optimizer);
