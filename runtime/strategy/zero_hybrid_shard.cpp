@@ -38,6 +38,11 @@ void HybridShard::check_deferred_init(const nn::StateDict& entries) const {
   ZeroStage3::check_deferred_init(entries);
 }
 
+void HybridShard::max_over_all_ranks(Tensor& flags) const {
+  ZeroStage3::max_over_all_ranks(flags);
+  if (replicate_->size() > 1) replicate_->all_reduce(flags, ReduceOp::max, "hybrid_shard parameters with a grad");
+}
+
 void HybridShard::before_backward(bool sync) {
   ZeroStage3::before_backward(sync);
   sync_ = sync;

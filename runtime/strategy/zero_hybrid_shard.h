@@ -61,6 +61,8 @@ class HybridShard final : public ZeroStage3 {
   void broadcast_from_main(const nn::StateDict& entries) const override;
   // Across the replicate group, then within the shard group.
   void check_deferred_init(const nn::StateDict& entries) const override;
+  // Within the shard group, then across the replicate group.
+  void max_over_all_ranks(Tensor& flags) const override;
 
  private:
   void after_reduce_started(size_t u) override;

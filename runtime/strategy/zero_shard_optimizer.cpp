@@ -61,31 +61,26 @@ ShardOptimizer::ShardOptimizer(optim::Optimizer& user, std::vector<const FlatUni
 void ShardOptimizer::cut_segments() {
   std::unordered_map<const TensorImpl*, size_t> user_index;
   for (size_t i = 0; i < user_.params().size(); ++i) user_index[user_.params()[i].impl()] = i;
+  segment_of_user_.assign(user_.params().size(), 0);
   NoGradGuard no_grad;
   for (size_t u = 0; u < units_.size(); ++u) {
     const FlatUnit& unit = *units_[u];
-    const int64_t lo = unit.shard_offset(), hi = lo + unit.shard_numel();
-    const size_t first = segments_.size();
+    const int64_t lo = unit.shard_offset(), size = unit.shard_numel();
     for (size_t j = 0; j < unit.params().size(); ++j) {
-      const int64_t begin = std::max(lo, unit.offset_of(j));
-      const int64_t end = std::min(hi, unit.offset_of(j) + unit.params()[j].numel());
-      const size_t group = user_.group_of(user_index.at(unit.params()[j].impl()));
-      if (begin >= end) continue;
-      if (segments_.size() > first && segments_.back().group == group)
-        segments_.back().length = end - lo - segments_.back().start;
-      else
-        segments_.push_back({u, begin - lo, end - begin, group, Tensor()});
+      const FlatUnit::HeldRun run = unit.held_run(j);
+      // An empty run sits where the parameter would start, clamped to the slice.
+      const int64_t start = run.numel > 0 ? run.shard_offset : std::clamp(unit.offset_of(j) - lo, int64_t{0}, size);
+      const size_t i = user_index.at(unit.params()[j].impl());
+      segment_of_user_[i] = segments_.size();
+      segments_.push_back({u, j, start, run.numel, user_.group_of(i), Tensor()});
     }
-    // The padding after the last parameter goes with the segment before it (its grad stays zero, so
-    // no update moves it); a shard of padding alone takes the unit's last parameter's group.
-    const size_t last_group = user_.group_of(user_index.at(unit.params().back().impl()));
-    if (segments_.size() == first) segments_.push_back({u, 0, 0, last_group, Tensor()});
-    segments_.back().length = unit.shard_numel() - segments_.back().start;
-    for (size_t k = first; k < segments_.size(); ++k) {
-      Segment& seg = segments_[k];
-      seg.tensor = nograd::narrow(shards_[u], 0, seg.start, seg.length);
-      seg.tensor.requires_grad_();
-    }
+    // The padding after the last parameter goes with its segment: its grad stays zero, so no update
+    // moves it.
+    if (unit.numel() - lo < size) segments_.back().length = size - segments_.back().start;
+  }
+  for (Segment& seg : segments_) {
+    seg.tensor = nograd::narrow(shards_[seg.unit], 0, seg.start, seg.length);
+    seg.tensor.requires_grad_();
   }
 }
 
@@ -109,11 +104,12 @@ int64_t ShardOptimizer::state_bytes() const {
   return bytes;
 }
 
-void ShardOptimizer::step() {
+void ShardOptimizer::step(const std::vector<std::vector<bool>>& has_grad) {
   NoGradGuard no_grad;
   for (const Segment& seg : segments_) {
     const Tensor& grad = shards_[seg.unit].grad();
-    seg.tensor.set_grad(grad.defined() ? nograd::narrow(grad, 0, seg.start, seg.length) : Tensor());
+    const bool update = grad.defined() && has_grad.at(seg.unit).at(seg.param);
+    seg.tensor.set_grad(update ? nograd::narrow(grad, 0, seg.start, seg.length) : Tensor());
   }
   shard_optimizer_->set_lr(user_.lr());
   shard_optimizer_->apply_update();
@@ -122,48 +118,47 @@ void ShardOptimizer::step() {
   for (const Segment& seg : segments_) seg.tensor.set_grad(Tensor());
 }
 
-std::map<size_t, std::vector<std::pair<std::string, Tensor>>> ShardOptimizer::unit_shard_state() const {
-  std::map<size_t, std::vector<std::pair<std::string, Tensor>>> out;
-  for (const auto& [i, slots] : by_index(shard_optimizer_->state_dict())) {
-    const Segment& seg = segments_[segment_of_param_[i]];
-    auto& unit_slots = out[seg.unit];
-    for (const auto& [slot, t] : slots) {
-      auto found = std::find_if(unit_slots.begin(), unit_slots.end(), [&](const auto& e) { return e.first == slot; });
-      if (found == unit_slots.end()) {
-        const int64_t n = units_[seg.unit]->shard_numel();
-        unit_slots.emplace_back(slot, t.dim() == 0 ? nograd::clone(t) : zeros({n}, t.dtype(), t.device()));
-        found = unit_slots.end() - 1;
-      }
-      if (t.dim() != 0) nograd::copy_(nograd::narrow(found->second, 0, seg.start, seg.length), t);
-    }
-  }
-  return out;
-}
-
 optim::StateDict ShardOptimizer::full_state_dict(Communicator& comm) const {
   NoGradGuard no_grad;
-  const auto shard_state = unit_shard_state();
-  // Each unit's slots gathered to full flat tensors, in unit order on every rank.
+  const auto state = segment_state();
+  // Per unit and element slot: this rank's slice of it, from its segments' state (zeros where a
+  // segment has none), gathered to a full flat tensor in unit order. Every rank holds state for the
+  // same segments, so every rank gathers the same slots.
   std::map<size_t, std::vector<std::pair<std::string, Tensor>>> gathered;
-  for (const auto& [u, slots] : shard_state) {
+  for (const auto& [k, slots] : state) {
+    const Segment& seg = segments_[k];
+    auto& unit_slots = gathered[seg.unit];
     for (const auto& [slot, t] : slots) {
-      if (t.dim() == 0) {  // a count (Adam's step): the same on every rank
-        gathered[u].emplace_back(slot, nograd::clone(t));
-        continue;
+      if (t.dim() == 0) continue;  // a count (Adam's step): the parameter's own, below
+      auto found = std::find_if(unit_slots.begin(), unit_slots.end(), [&](const auto& e) { return e.first == slot; });
+      if (found == unit_slots.end()) {
+        unit_slots.emplace_back(slot, zeros({units_[seg.unit]->shard_numel()}, t.dtype(), t.device()));
+        found = unit_slots.end() - 1;
       }
-      Tensor full = empty({units_[u]->padded_numel()}, t.dtype(), t.device());
-      comm.all_gather(nograd::contiguous(t), full);
-      gathered[u].emplace_back(slot, full);
+      if (seg.length > 0) nograd::copy_(nograd::narrow(found->second, 0, seg.start, seg.length), t);
     }
   }
+  for (auto& [u, slots] : gathered)
+    for (auto& [slot, t] : slots) {
+      Tensor full = empty({units_[u]->padded_numel()}, t.dtype(), t.device());
+      comm.all_gather(t, full);
+      t = full;
+    }
   optim::StateDict out;
   out.emplace_back("lr", scalar_tensor(user_.lr(), DType::f64));
   for (size_t i = 0; i < places_.size(); ++i) {
-    const auto it = gathered.find(places_[i].unit);
-    if (it == gathered.end()) continue;  // no state yet
-    const FlatUnit& unit = *units_[places_[i].unit];
+    const auto it = state.find(segment_of_user_[i]);
+    if (it == state.end()) continue;  // no state yet
+    const auto& unit_slots = gathered[places_[i].unit];
     for (const auto& [slot, t] : it->second) {
-      const Tensor value = t.dim() == 0 ? t : nograd::clone(unit.param_view(t, places_[i].index));
+      Tensor value;
+      if (t.dim() == 0) {
+        value = nograd::clone(t);
+      } else {
+        const auto found =
+            std::find_if(unit_slots.begin(), unit_slots.end(), [&](const auto& e) { return e.first == slot; });
+        value = nograd::clone(units_[places_[i].unit]->param_view(found->second, places_[i].index));
+      }
       out.emplace_back(fmt::format("state.{}.{}", i, slot), value);
     }
   }
@@ -178,22 +173,6 @@ std::map<size_t, std::vector<std::pair<std::string, Tensor>>> ShardOptimizer::se
   return out;
 }
 
-size_t ShardOptimizer::segment_holding(size_t u, const FlatUnit::HeldRun& run,
-                                       const std::map<size_t, std::vector<std::pair<std::string, Tensor>>>& state) const {
-  bool unit_has_state = false;
-  for (size_t k = 0; k < segments_.size(); ++k) {
-    const Segment& seg = segments_[k];
-    if (seg.unit != u || !state.count(k)) continue;
-    unit_has_state = true;
-    if (run.numel == 0 || (seg.start <= run.shard_offset && run.shard_offset + run.numel <= seg.start + seg.length))
-      return k;
-  }
-  if (unit_has_state)  // a parameter lies in one group, so its run in one segment
-    throw Error(fmt::format("ShardOptimizer: no segment of unit '{}' holds elements {} to {} of its slice", units_[u]->name(),
-                            run.shard_offset, run.shard_offset + run.numel));
-  return segments_.size();
-}
-
 StateShard ShardOptimizer::state_shard() const {
   NoGradGuard no_grad;
   const auto state = segment_state();
@@ -204,14 +183,14 @@ StateShard ShardOptimizer::state_shard() const {
   };
   add("lr", scalar_tensor(user_.lr(), DType::f64), {});
   for (size_t i = 0; i < places_.size(); ++i) {
-    const FlatUnit& unit = *units_[places_[i].unit];
-    const FlatUnit::HeldRun run = unit.held_run(places_[i].index);
-    const size_t k = segment_holding(places_[i].unit, run, state);
-    if (k == segments_.size()) continue;  // no state yet
-    const Segment& seg = segments_[k];
-    for (const auto& [slot, t] : state.at(k)) {
+    const auto it = state.find(segment_of_user_[i]);
+    if (it == state.end()) continue;  // no state yet
+    const Segment& seg = segments_[it->first];
+    const FlatUnit& unit = *units_[seg.unit];
+    const FlatUnit::HeldRun run = unit.held_run(seg.param);
+    for (const auto& [slot, t] : it->second) {
       const std::string key = fmt::format("state.{}.{}", i, slot);
-      if (t.dim() == 0) {  // a count (Adam's step): the same for every segment of the unit
+      if (t.dim() == 0) {  // a count (Adam's step): every rank holds the parameter's
         add(key, t, {});
         continue;
       }
@@ -219,9 +198,9 @@ StateShard ShardOptimizer::state_shard() const {
         throw Error(fmt::format("ShardOptimizer: the state '{}' of a segment of {} elements has {}; a sharded "
                                 "optimizer's slots must be counts or per element",
                                 slot, seg.length, t.numel()));
-      const Tensor piece = run.numel == 0 ? empty({0}, t.dtype(), t.device())
-                                          : nograd::narrow(t, 0, run.shard_offset - seg.start, run.numel);
-      add(key, piece, ElementRun{run.param_offset, unit.params()[places_[i].index].shape()});
+      // The segment starts at the run (and may go on into the padding).
+      const Tensor piece = run.numel == 0 ? empty({0}, t.dtype(), t.device()) : nograd::narrow(t, 0, 0, run.numel);
+      add(key, piece, ElementRun{run.param_offset, unit.params()[seg.param].shape()});
     }
   }
   for (const auto& [key, t] : user_.state_dict())  // the groups' settings and memberships, from the user's
@@ -233,9 +212,9 @@ void ShardOptimizer::load_full_state_dict(const optim::StateDict& state) { load_
 
 void ShardOptimizer::load_state(const StateReader& state) {
   NoGradGuard no_grad;
-  // Per unit and slot: this rank's slice of it, filled from the run of each parameter that the slice
-  // holds (a count taken once).
-  std::map<size_t, std::vector<std::pair<std::string, Tensor>>> slices;
+  // Per segment: its slots, each count whole and each per-element slot as the run of the parameter
+  // that the segment holds (zeros over the padding).
+  std::map<size_t, std::vector<std::pair<std::string, Tensor>>> by_segment;
   for (size_t e = 0; e < state.entries().size(); ++e) {
     const StateEntry& entry = state.entries()[e];
     size_t i = 0;
@@ -244,27 +223,24 @@ void ShardOptimizer::load_state(const StateReader& state) {
     if (i >= places_.size())
       throw Error(fmt::format("load_state_dict: the state has 'state.{}.*' but the optimizer has {} parameters", i,
                               places_.size()));
-    const FlatUnit& unit = *units_[places_[i].unit];
-    auto& unit_slots = slices[places_[i].unit];
-    auto found = std::find_if(unit_slots.begin(), unit_slots.end(), [&](const auto& s) { return s.first == slot; });
-    if (found == unit_slots.end()) {
-      const Tensor fresh = entry.shape.empty() ? nograd::clone(state.read_whole(e))
-                                               : zeros({unit.shard_numel()}, entry.dtype, unit.device());
-      unit_slots.emplace_back(slot, fresh);
-      found = unit_slots.end() - 1;
+    const size_t k = segment_of_user_[i];
+    const Segment& seg = segments_[k];
+    const FlatUnit& unit = *units_[seg.unit];
+    if (entry.shape.empty()) {
+      by_segment[k].emplace_back(slot, nograd::clone(state.read_whole(e)));
+      continue;
     }
-    if (entry.shape.empty()) continue;
-    const Shape& param_shape = unit.params()[places_[i].index].shape();
+    const Shape& param_shape = unit.params()[seg.param].shape();
     if (entry.shape != param_shape)
       throw Error(fmt::format("load_state_dict: 'state.{}.{}' has shape {}, the parameter {}", i, slot,
                               shape_str(entry.shape), shape_str(param_shape)));
-    const FlatUnit::HeldRun run = unit.held_run(places_[i].index);
-    if (run.numel > 0)
-      nograd::copy_(nograd::narrow(found->second, 0, run.shard_offset, run.numel),
-                    state.read(e, run.param_offset, run.numel));
+    Tensor values = zeros({seg.length}, entry.dtype, unit.device());
+    const FlatUnit::HeldRun run = unit.held_run(seg.param);
+    if (run.numel > 0) nograd::copy_(nograd::narrow(values, 0, 0, run.numel), state.read(e, run.param_offset, run.numel));
+    by_segment[k].emplace_back(slot, values);
   }
   // The lr and the groups' settings go to the user's optimizer (which checks the memberships), and a
-  // shard optimizer at those settings takes each segment's part of the state.
+  // shard optimizer at those settings takes each segment's state.
   optim::StateDict user_state;
   bool has_lr = false;
   for (size_t e = 0; e < state.entries().size(); ++e) {
@@ -277,14 +253,10 @@ void ShardOptimizer::load_state(const StateReader& state) {
   optim::StateDict shard_state;
   for (const auto& [key, t] : shard_optimizer_->state_dict())
     if (key == "lr" || key.rfind("param_group", 0) == 0) shard_state.emplace_back(key, t);
-  for (size_t i = 0; i < segment_of_param_.size(); ++i) {
-    const Segment& seg = segments_[segment_of_param_[i]];
-    const auto it = slices.find(seg.unit);
-    if (it == slices.end()) continue;
-    for (const auto& [slot, t] : it->second)
-      shard_state.emplace_back(
-          fmt::format("state.{}.{}", i, slot),
-          t.dim() == 0 ? t : nograd::narrow(t, 0, seg.start, seg.length));  // load_state_dict copies
+  for (size_t p = 0; p < segment_of_param_.size(); ++p) {
+    const auto it = by_segment.find(segment_of_param_[p]);
+    if (it == by_segment.end()) continue;
+    for (const auto& [slot, t] : it->second) shard_state.emplace_back(fmt::format("state.{}.{}", p, slot), t);
   }
   shard_optimizer_->load_state_dict(shard_state);
 }

@@ -1,8 +1,9 @@
 // ShardOptimizer: the user's optimizer run on this rank's shards only (ZeRO stage 1). It is an
 // optimizer of the same kind and settings (Optimizer::make_like) over the rank's slice of each unit,
-// so its state (momentum, Adam's moments) exists for 1/N of the model. Where the user's optimizer has
-// parameter groups, a unit's slice is cut into segments that each lie in one group (a slice can span
-// a decayed weight and an undecayed bias); without groups each slice is one segment.
+// so its state (momentum, Adam's moments) exists for 1/N of the model. A unit's slice is cut into one
+// segment per parameter (the run of its elements the slice holds, empty where it holds none), so each
+// parameter keeps its own group's settings and its own state and step count, as under DDP: a parameter
+// no rank gave a grad since zero_grad is skipped, not updated with a zero grad.
 // The user keeps calling step() on their own optimizer, which never holds state itself.
 #pragma once
 
@@ -33,7 +34,9 @@ class ShardOptimizer {
   // The bytes of the shards' state (Adam's moments, SGD's momentum).
   int64_t state_bytes() const;
   // One update of every shard, at the user optimizer's current lr (an LR schedule sets it there).
-  void step();
+  // has_grad[u][j]: whether parameter j of units()[u] has a grad on some rank (the same on every
+  // rank); a parameter without one is skipped, as an optimizer skips a parameter whose grad is None.
+  void step(const std::vector<std::vector<bool>>& has_grad);
 
   // The user's optimizer's state in its own layout ("lr", "state.<i>.<slot>" with full tensors shaped
   // like its parameters), gathered from every rank's shards. Collective over comm.
@@ -45,7 +48,8 @@ class ShardOptimizer {
   // This rank's share of full_state_dict, with no collective, for a checkpoint of per-rank shards: the
   // same keys in the same order, each tensor slot of a parameter as the run of its elements that this
   // rank's slices hold (an ElementRun in the parameter's shape; empty when they hold none of it), and
-  // "lr", the counts and the groups' keys whole. part and parts are left for the strategy to set.
+  // "lr", the counts (every rank holds every parameter's) and the groups' keys whole. part and parts
+  // are left for the strategy to set.
   StateShard state_shard() const;
 
  private:
@@ -54,10 +58,11 @@ class ShardOptimizer {
     size_t unit = 0;
     size_t index = 0;
   };
-  // Elements [start, start + length) of unit's shard, all of one user group: a view of the shard
-  // that the shard optimizer updates as one parameter.
+  // Parameter `param` of unit's slice: elements [start, start + length) of the unit's shard (its
+  // held run; the unit's last parameter also takes the padding after it), updated by the shard
+  // optimizer as one parameter of the user's group `group`.
   struct Segment {
-    size_t unit = 0;
+    size_t unit = 0, param = 0;
     int64_t start = 0, length = 0;
     size_t group = 0;
     Tensor tensor;
@@ -66,14 +71,8 @@ class ShardOptimizer {
   void cut_segments();
   // A new shard optimizer over the segments, at the user's current settings (fresh state).
   void build_shard_optimizer();
-  // Per unit and slot, shard-sized state assembled from the segments' (a count taken once).
-  std::map<size_t, std::vector<std::pair<std::string, Tensor>>> unit_shard_state() const;
   // The shard optimizer's state by segment: (slot, tensor) for each segment that has state.
   std::map<size_t, std::vector<std::pair<std::string, Tensor>>> segment_state() const;
-  // The segment of unit u whose state holds the run (any with state when run is empty), or
-  // segments_.size() when the unit has no state yet.
-  size_t segment_holding(size_t u, const FlatUnit::HeldRun& run,
-                         const std::map<size_t, std::vector<std::pair<std::string, Tensor>>>& state) const;
 
   optim::Optimizer& user_;
   std::vector<const FlatUnit*> units_;
@@ -81,7 +80,8 @@ class ShardOptimizer {
   std::vector<Segment> segments_;
   std::shared_ptr<optim::Optimizer> shard_optimizer_;
   std::vector<size_t> segment_of_param_;  // the shard optimizer's parameters lie in group order
-  std::vector<Place> places_;  // per user parameter
+  std::vector<Place> places_;             // per user parameter
+  std::vector<size_t> segment_of_user_;   // per user parameter
 };
 
 }  // namespace accel

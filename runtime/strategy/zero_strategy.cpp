@@ -34,7 +34,10 @@ ZeroStrategy::ZeroStrategy(int stage, Device device, std::shared_ptr<Communicato
   if (!comm_) throw Error("ZeroStrategy: got a null communicator");
 }
 
-ZeroStrategy::~ZeroStrategy() { wait_all_quietly(); }
+ZeroStrategy::~ZeroStrategy() {
+  wait_all_quietly();
+  for (HookHandle& hook : reach_hooks_) hook.remove();
+}
 
 void ZeroStrategy::shard_masters_in(DType dtype) {
   if (dtype != DType::f32 && dtype != DType::bf16 && dtype != DType::f16)
@@ -65,6 +68,10 @@ ZeroStrategy::Unit& ZeroStrategy::add_unit(const nn::Module& model, const std::s
   unit->shard = unit->flat->shard_of(unit->flat->full());
   unit->shard.requires_grad_();
   unit->master = unit->shard;
+  unit->has_grad.assign(unit->flat->params().size(), false);
+  for (size_t j = 0; j < unit->flat->params().size(); ++j)
+    reach_hooks_.push_back(
+        unit->flat->params()[j].add_grad_ready_hook([flags = &unit->has_grad, j](Tensor&) { (*flags)[j] = true; }));
   units_.push_back(std::move(unit));
   return *units_.back();
 }
@@ -273,10 +280,34 @@ const optim::Optimizer& ZeroStrategy::updating_optimizer(const optim::Optimizer&
   return optimizer;  // not prepared here: it updates itself, if at all
 }
 
+void ZeroStrategy::max_over_all_ranks(Tensor& flags) const {
+  if (comm_->size() > 1) comm_->all_reduce(flags, ReduceOp::max, "zero parameters with a grad");
+}
+
+std::vector<std::vector<bool>> ZeroStrategy::params_with_grad(const ShardOptimizer& o) const {
+  std::vector<const Unit*> units;
+  for (const FlatUnit* f : o.units())
+    for (const auto& u : units_)
+      if (u->flat.get() == f) units.push_back(u.get());
+  std::vector<float> local;
+  for (const Unit* u : units)
+    for (const bool reached : u->has_grad) local.push_back(reached ? 1.0f : 0.0f);
+  Tensor flags = from_vector(local, comm_->device());
+  max_over_all_ranks(flags);
+  const std::vector<float> any = flags.to_vector<float>();
+  std::vector<std::vector<bool>> out;
+  size_t at = 0;
+  for (const Unit* u : units) {
+    out.emplace_back();
+    for (size_t j = 0; j < u->has_grad.size(); ++j) out.back().push_back(any[at++] != 0.0f);
+  }
+  return out;
+}
+
 void ZeroStrategy::optimizer_step(optim::Optimizer& optimizer) {
   for (const auto& o : optimizers_) {
     if (&o->user() != &optimizer) continue;
-    o->step();
+    o->step(params_with_grad(*o));
     for (auto& u : units_)
       for (const FlatUnit* f : o->units()) {
         if (u->flat.get() != f) continue;
@@ -305,6 +336,7 @@ void ZeroStrategy::zero_grad(optim::Optimizer& optimizer, bool set_to_none) {
         const bool view_of_full = is_view_of(u->shard_grad, u->flat->full_grad());
         u->flat->drop_grads();
         if (has_own_master(*u)) u->master.set_grad(Tensor());  // made again from shard_grad at the next sync
+        if (set_to_none) u->has_grad.assign(u->has_grad.size(), false);
         if (set_to_none || !u->shard_grad.defined()) {
           u->shard_grad = Tensor();
           u->shard.set_grad(Tensor());

@@ -16,6 +16,7 @@
 #include "runtime/strategy/strategy.h"
 #include "runtime/strategy/zero_flat_unit.h"
 #include "runtime/strategy/zero_shard_optimizer.h"
+#include "tensor/hook_list.h"
 
 namespace accel {
 
@@ -93,6 +94,9 @@ class ZeroStrategy : public Strategy {
     // An in-flight reduce-scatter or all-reduce: its Work, its input (kept alive), its output.
     Work work;
     Tensor wire_in, wire_out;
+    // Per parameter: a backward on this rank reached it since the last zero_grad that set grads to
+    // None (DDP's "the grad is defined"). The step skips a parameter no rank reached.
+    std::vector<bool> has_grad;
   };
 
   Communicator& comm() const { return *comm_; }
@@ -141,6 +145,9 @@ class ZeroStrategy : public Strategy {
   bool widens(const Unit& unit) const { return dtype_size(comm_dtype_) > dtype_size(unit.flat->dtype()); }
   // Forgets half-finished reduce-scatters (a backward that threw).
   void wait_all_quietly();
+  // Element-wise max of flags over every rank of the job (virtual: a hybrid mesh reduces across its
+  // replicas too).
+  virtual void max_over_all_ranks(Tensor& flags) const;
 
   // unique_ptrs: ShardOptimizers and hooks keep pointers to the units.
   std::vector<std::unique_ptr<Unit>> units_;
@@ -152,6 +159,10 @@ class ZeroStrategy : public Strategy {
   DType comm_dtype_;
   DType model_dtype_ = DType::f32;
   std::vector<std::unique_ptr<ShardOptimizer>> optimizers_;
+  std::vector<HookHandle> reach_hooks_;  // set Unit::has_grad
+  // Per unit of o: which of its parameters some rank reached since zero_grad. Collective: one
+  // all-reduce (max) of a flag per parameter.
+  std::vector<std::vector<bool>> params_with_grad(const ShardOptimizer& o) const;
 };
 
 }  // namespace accel

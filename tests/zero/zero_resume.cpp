@@ -1,4 +1,6 @@
-// A ZeRO checkpoint of per-rank shards, saved on 2 ranks, resumes on 1, 2 and 4. Run by zero_resume.sh
+// A ZeRO checkpoint of per-rank shards, saved on 2 ranks, resumes on 1, 2 and 4. The model is
+// GatedOddMlp with its branch on even steps only, so AdamW's step counts differ between parameters
+// of one unit (and the spare Linear has no state at all), and the checkpoint must keep each one's. Run by zero_resume.sh
 // (and by zero_hybrid_resume.sh for MODE hybrid: FSDP HYBRID_SHARD 2 x 2, saved on 4 ranks, resumed on
 // 4 under it and on 2 and 1 under DDP and stage 3). MODE is a ZeRO stage 0-3 or "hybrid", optionally
 // with ":bf16" or ":fp16" for that mixed_precision (ZeRO's f32 masters are then sharded, and the
@@ -55,7 +57,7 @@ DataLoader make_loader() {
 
 struct Setup {
   std::unique_ptr<Accelerator> accelerator;
-  std::shared_ptr<nn::Sequential> model;
+  std::shared_ptr<test::GatedOddMlp> model;
   std::shared_ptr<optim::Optimizer> optimizer;
   DataLoader data;
 };
@@ -71,18 +73,19 @@ Setup setup(const std::string& mode, uint64_t seed) {
   else
     o.deepspeed_plugin =
         DeepSpeedPlugin{.zero_stage = std::stoi(strategy_of(mode)), .gradient_accumulation_steps = std::nullopt};
-  Setup s{std::make_unique<Accelerator>(o), test::make_odd_mlp(seed), nullptr, make_loader()};
+  Setup s{std::make_unique<Accelerator>(o), std::make_shared<test::GatedOddMlp>(seed), nullptr, make_loader()};
   s.optimizer = std::make_shared<optim::AdamW>(s.model->parameters(), optim::AdamWOptions{.lr = 1e-2});
   auto [net, opt, data] = s.accelerator->prepare(s.model, s.optimizer, s.data);
   s.data = data;
   return s;
 }
 
-// Trains on loader (a resumed one starts where its checkpoint stopped) to the end of the epoch, or for
-// `steps` steps; returns each step's loss averaged over the ranks.
-std::vector<double> train(Setup& s, const DataLoader& loader, int64_t steps) {
+// Trains on loader (a resumed one starts where its checkpoint stopped, at step `first`) to the end of
+// the epoch, or for `steps` steps; returns each step's loss averaged over the ranks.
+std::vector<double> train(Setup& s, const DataLoader& loader, int64_t first, int64_t steps) {
   std::vector<double> losses;
   for (const Batch& batch : loader) {
+    s.model->use_branch = (first + static_cast<int64_t>(losses.size())) % 2 == 0;
     s.optimizer->zero_grad();
     Tensor loss = nn::mse_loss((*s.model)(batch[0]), batch[1]);
     s.accelerator->backward(loss);
@@ -144,11 +147,24 @@ int save(const std::string& mode, const std::string& dir) {
   Setup s = setup(mode, 1);
   if (s.accelerator->num_processes() != saved_on(mode))
     throw Error(fmt::format("zero_resume save: run it on {} ranks", saved_on(mode)));
-  train(s, s.data, kSaveAt);
+  train(s, s.data, 0, kSaveAt);
   s.accelerator->save_state(dir + "/ckpt");
   const nn::StateDict saved = weights(s), saved_optimizer = optimizer_state(s);
+  // The optimizer's parameters: body 0-5, branch 6-7, spare 8-9. The branch missed step 1 and the
+  // spare every step.
+  std::map<std::string, double> steps;
+  for (const auto& [key, t] : saved_optimizer)
+    if (t.dim() == 0) steps[key] = t.item();
+  const std::map<std::string, double> want{{"state.0.step", 3}, {"state.5.step", 3}, {"state.6.step", 2},
+                                           {"state.7.step", 2}};
+  for (const auto& [key, count] : want)
+    if (steps[key] != count)
+      throw Error(fmt::format("zero_resume save: '{}' is {} after {} steps, expected {}", key, steps[key], kSaveAt, count));
+  for (const auto& [key, t] : saved_optimizer)
+    if (key.rfind("state.8.", 0) == 0 || key.rfind("state.9.", 0) == 0)
+      throw Error(fmt::format("zero_resume save: the spare Linear, which no step used, has state '{}'", key));
   // On to the end of the epoch: the run that never stopped.
-  const std::vector<double> losses = train(s, skip_first_batches(s.data, kSaveAt), -1);
+  const std::vector<double> losses = train(s, skip_first_batches(s.data, kSaveAt), kSaveAt, -1);
   const nn::StateDict reference = weights(s);
   if (s.accelerator->is_main_process()) {
     save_safetensors(dir + "/saved.safetensors", saved);
@@ -183,7 +199,7 @@ int load(const std::string& mode, const std::string& dir) {
                                compare("the loaded optimizer state", optimizer_state(s),
                                        read(dir + "/saved_optimizer.safetensors"), 0)})
     if (!p.empty()) problems.push_back(p);
-  const std::vector<double> losses = train(s, s.data, -1);
+  const std::vector<double> losses = train(s, s.data, kSaveAt, -1);
   nn::StateDict reference;
   std::vector<double> reference_losses;
   int64_t saved_ranks = 0;

@@ -32,6 +32,11 @@ std::shared_ptr<nn::Sequential> make_wide_mlp(uint64_t seed) {
   return mlp;
 }
 
+std::shared_ptr<nn::Module> make_zero_model(const ZeroSpec& spec, uint64_t seed) {
+  if (spec.gated) return std::make_shared<GatedOddMlp>(seed);
+  return make_odd_mlp(seed);
+}
+
 namespace {
 
 AcceleratorOptions options_for(const ZeroSpec& spec) {
@@ -62,13 +67,14 @@ AcceleratorOptions options_for(const ZeroSpec& spec) {
 
 ZeroRun train_zero(const ZeroSpec& spec, uint64_t seed) {
   Accelerator accelerator(options_for(spec));
-  std::shared_ptr<nn::Sequential> model;
+  std::shared_ptr<nn::Module> model;
   if (spec.deferred_init) {
     DeferredInit deferred;
-    model = make_odd_mlp(seed);
+    model = make_zero_model(spec, seed);
   } else {
-    model = make_odd_mlp(seed + static_cast<uint64_t>(accelerator.process_index()));
+    model = make_zero_model(spec, seed + static_cast<uint64_t>(accelerator.process_index()));
   }
+  auto* gated = dynamic_cast<GatedOddMlp*>(model.get());
   auto optimizer = make_optimizer(spec.optimizer, model->parameters());
   const int64_t micro_batch = 8;
   DataLoader loader(odd_data(micro_batch * spec.accumulation_steps * spec.steps),
@@ -76,7 +82,11 @@ ZeroRun train_zero(const ZeroSpec& spec, uint64_t seed) {
   auto [net, opt, data] = accelerator.prepare(model, optimizer, loader);
   ZeroRun run;
   run.strategy = accelerator.strategy().name();
+  int64_t micro_step = 0;
   for (const Batch& batch : data) {
+    const int64_t step = micro_step++ / spec.accumulation_steps;
+    if (gated)
+      gated->use_branch = step % 2 == 0 || (spec.gated_by_rank && step % 4 == 1 && accelerator.process_index() == 0);
     auto scope = accelerator.accumulate();
     opt->zero_grad();
     Tensor loss;

@@ -37,7 +37,16 @@ struct ZeroSpec {
   int hybrid_shard_size = 0;
   // Build the model under DeferredInit, every rank from the same seed (nothing is broadcast for it).
   bool deferred_init = false;
+  // The model is GatedOddMlp: its branch is left out of every odd optimizer step, and its spare
+  // Linear is never used.
+  bool gated = false;
+  // With gated: on one odd step in four rank 0 alone uses the branch (not under stage 3, which
+  // gathers a unit on every rank or on none, as FSDP does).
+  bool gated_by_rank = false;
 };
+
+// The model a spec trains: the odd-sized model, or GatedOddMlp.
+std::shared_ptr<nn::Module> make_zero_model(const ZeroSpec& spec, uint64_t seed);
 
 struct ZeroRun {
   std::vector<double> losses;   // this rank's loss at every micro-step
