@@ -198,8 +198,22 @@ LoadResult Module::load_state_dict(const StateDict& state, bool strict) {
   for (const auto& [name, t] : own) own_shapes.push_back({name, t.shape()});
   for (const auto& [name, t] : state) given_shapes.push_back({name, t.shape()});
   const StateMatch match = match_state(own_shapes, given_shapes, strict, type_name());
+  for (const auto& [mine, theirs] : match.fits)
+    if (state[theirs].second.is_meta())
+      throw Error(fmt::format("{}::load_state_dict: '{}' of the state is a meta tensor (built under DeferredInit): it "
+                              "has no values to load; materialise its model first",
+                              type_name(), state[theirs].first));
   NoGradGuard no_grad;
-  for (const auto& [mine, theirs] : match.fits) nograd::copy_(own[mine].second, state[theirs].second);
+  for (const auto& [mine, theirs] : match.fits) {
+    const Tensor& target = own[mine].second;
+    // A meta tensor (DeferredInit) takes the state's tensor as its init: materialising reads it then,
+    // only the elements each rank keeps (PyTorch's load_state_dict(assign=True) on a meta module).
+    if (target.is_meta())
+      record_fill(target, FillRecipe::from_source(tensor_element_source(state[theirs].second, state[theirs].first,
+                                                                        "a state dict in memory")));
+    else
+      nograd::copy_(target, state[theirs].second);
+  }
   return match.result;
 }
 

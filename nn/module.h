@@ -94,6 +94,8 @@ class Module {
   // Copies values into the existing tensors (casting dtype, crossing devices), so every handle to
   // a parameter stays valid. Strict: throws one Error naming every missing, unexpected and
   // mis-shaped key, and changes nothing. Non-strict: loads the keys that match, returns the rest.
+  // A meta tensor (a model built under DeferredInit) takes its state tensor as its init instead, held
+  // and read when the model is materialised (by prepare: each rank reads only its slices).
   LoadResult load_state_dict(const StateDict& state, bool strict = true);
 
   void train(bool on = true);

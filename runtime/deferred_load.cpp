@@ -3,8 +3,6 @@
 
 #include <fmt/format.h>
 
-#include <functional>
-
 #include "autograd/grad_mode.h"
 #include "nn/state_match.h"
 #include "tensor/deferred_init.h"
@@ -18,20 +16,6 @@ bool has_meta_tensors(const nn::Module& model) {
     if (entry.second.is_meta()) return true;
   return false;
 }
-
-namespace {
-
-// What ranks that load the same tensor agree on: its name, shape and dtype (the file's path may
-// differ from rank to rank).
-uint64_t fingerprint_of(const StateEntry& entry) {
-  uint64_t hash = std::hash<std::string>{}(entry.name);
-  auto mix = [&](uint64_t value) { hash = (hash ^ value) * 1099511628211ull; };
-  for (int64_t d : entry.shape) mix(static_cast<uint64_t>(d));
-  mix(static_cast<uint64_t>(entry.dtype));
-  return hash;
-}
-
-}  // namespace
 
 nn::LoadResult load_into_deferred(nn::Module& model, std::shared_ptr<const StateReader> state,
                                   const std::string& origin, bool strict) {
@@ -51,7 +35,7 @@ nn::LoadResult load_into_deferred(nn::Module& model, std::shared_ptr<const State
     const StateEntry& entry = state->entries()[theirs];
     auto source = std::make_shared<ElementSource>();
     source->read = [state, theirs](int64_t first, int64_t count) { return state->read(theirs, first, count); };
-    source->fingerprint = fingerprint_of(entry);
+    source->fingerprint = element_source_fingerprint(entry.name, entry.shape, entry.dtype);
     source->description = fmt::format("'{}' of {}", entry.name, origin);
     record_fill(target, FillRecipe::from_source(std::move(source)));
   }

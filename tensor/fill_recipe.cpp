@@ -33,6 +33,27 @@ FillRecipe FillRecipe::normal(double mean, double std, uint64_t numel, Generator
   return fill;
 }
 
+uint64_t element_source_fingerprint(const std::string& name, const Shape& shape, DType dtype) {
+  uint64_t hash = std::hash<std::string>{}(name);
+  auto mix = [&](uint64_t value) { hash = (hash ^ value) * 1099511628211ull; };
+  for (int64_t d : shape) mix(static_cast<uint64_t>(d));
+  mix(static_cast<uint64_t>(dtype));
+  return hash;
+}
+
+std::shared_ptr<ElementSource> tensor_element_source(const Tensor& values, const std::string& name,
+                                                     const std::string& origin) {
+  if (!values.defined() || values.is_meta())
+    throw Error(fmt::format("tensor_element_source: '{}' of {} is {}; a source needs a tensor with values", name,
+                            origin, values.defined() ? "a meta tensor (built under DeferredInit)" : "undefined"));
+  const Tensor flat = nograd::view(nograd::contiguous(values), {values.numel()});
+  auto source = std::make_shared<ElementSource>();
+  source->read = [flat](int64_t first, int64_t count) { return nograd::narrow(flat, 0, first, count); };
+  source->fingerprint = element_source_fingerprint(name, values.shape(), values.dtype());
+  source->description = fmt::format("'{}' of {}", name, origin);
+  return source;
+}
+
 FillRecipe FillRecipe::from_source(std::shared_ptr<const ElementSource> source) {
   if (!source || !source->read) throw Error("FillRecipe::from_source: no source to read from");
   return FillRecipe{.kind = Kind::source, .source = std::move(source)};

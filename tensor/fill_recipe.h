@@ -24,6 +24,15 @@ struct ElementSource {
   std::string description;   // for messages: "'fc.weight' of /data/model.safetensors"
 };
 
+// What ranks loading the same tensor agree on: its name, shape and dtype (where it comes from, a path
+// or an address, may differ from rank to rank).
+uint64_t element_source_fingerprint(const std::string& name, const Shape& shape, DType dtype);
+// The elements of values, a tensor in memory with data (not meta), which the source holds (it is
+// read when the recipe is materialised, not copied now). name is its key; origin says where it came
+// from, for messages.
+std::shared_ptr<ElementSource> tensor_element_source(const Tensor& values, const std::string& name,
+                                                     const std::string& origin);
+
 struct FillRecipe {
   enum class Kind { constant, uniform, normal, source };
   Kind kind = Kind::constant;

@@ -140,6 +140,33 @@ TEST_CASE("a model built under DeferredInit refuses to run, to be stepped or to 
   CHECK(linear->forward(zeros({2, 7})).shape() == Shape{2, 13});
 }
 
+TEST_CASE("load_state_dict into a model built under DeferredInit makes the state its init; a bad state changes nothing") {
+  Generator gen(1), other(2);
+  auto source = std::make_shared<nn::Linear>(7, 13, true, gen);
+  std::shared_ptr<nn::Linear> linear;
+  {
+    DeferredInit deferred;
+    linear = std::make_shared<nn::Linear>(7, 13, true, other);
+  }
+  const uint64_t fingerprint = linear->weight().storage()->recipe()->fingerprint();
+  // Refused before anything is recorded: a missing key, and a state that is itself meta.
+  CHECK(error_of([&] { linear->load_state_dict({{"weight", source->weight()}}); })
+            .find("missing keys [bias]") != std::string::npos);
+  CHECK(error_of([&] { linear->load_state_dict(linear->state_dict()); }) ==
+        "Linear::load_state_dict: 'weight' of the state is a meta tensor (built under DeferredInit): it has no values "
+        "to load; materialise its model first");
+  CHECK(linear->weight().storage()->recipe()->fingerprint() == fingerprint);
+  // An f64 state, and a transposed (non-contiguous) weight: the values are cast and read in row-major order.
+  const Tensor weight64 = transpose(contiguous(transpose(to(source->weight(), DType::f64), 0, 1)), 0, 1);
+  REQUIRE_FALSE(weight64.is_contiguous());
+  const nn::LoadResult result = linear->load_state_dict({{"weight", weight64}, {"bias", source->bias()}});
+  CHECK(result.missing.empty());
+  CHECK(linear->weight().is_meta());  // nothing is read until it is materialised
+  nn::materialize(*linear);
+  CHECK(linear->weight().to_vector<float>() == to(weight64, DType::f32).to_vector<float>());
+  CHECK(linear->bias().to_vector<float>() == source->bias().to_vector<float>());
+}
+
 TEST_CASE("inside a DeferredInit scope an op that computes values throws instead of writing into a meta output") {
   Generator gen(1);
   DeferredInit deferred;

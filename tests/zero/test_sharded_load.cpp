@@ -1,7 +1,8 @@
 // Loading into a model under ZeRO, on 2 and 4 ranks: load_model into a deferred-init model prepared
 // under FULL_SHARD reads only each rank's slices of the file, checks the keys first, and trains as the
 // model loaded whole before prepare; load_model before prepare makes the file the deferred model's
-// init, which prepare reads as it materialises, equal to loading after prepare; load_state reads only
+// init, which prepare reads as it materialises, equal to loading after prepare (and load_state_dict of
+// a state in memory does the same); load_state reads only
 // each rank's runs of the shard files, stays under twice the rank's share of the state and resumes
 // bitwise; and a load that fails part way puts back what every rank held, bitwise, under every stage.
 #include <doctest/doctest.h>
@@ -181,6 +182,37 @@ TEST_CASE("load_model before prepare: a deferred-init model takes the file as it
   CHECK(model->state_dict().back().second.storage()->recipe()->fingerprint() == fingerprint);
   std::filesystem::remove(file);
   std::filesystem::remove(bad_file);
+}
+
+TEST_CASE("load_state_dict before prepare: a deferred-init model takes a state in memory as its init, and trains as "
+          "the model that load_model gave the same weights") {
+  const nn::StateDict pretrained = make_wide_mlp(77)->state_dict();
+  const std::string file = saved_state_file(pretrained, "state_dict_before_prepare");
+  for (const auto& [stage, precision] : std::vector<std::pair<int, std::string>>{{3, "no"}, {3, "bf16"}, {2, "no"}, {0, "no"}}) {
+    INFO("rank ", world()->rank(), ", stage ", stage, ", ", precision);
+    auto run = [&](bool from_memory) {
+      Accelerator accelerator(options_for_stage(stage, precision));
+      std::shared_ptr<nn::Sequential> model;
+      {
+        DeferredInit deferred;
+        model = make_wide_mlp(5);
+      }
+      if (from_memory) {
+        const nn::LoadResult result = model->load_state_dict(pretrained);
+        CHECK(result.missing.empty());
+        for (const auto& [name, t] : model->state_dict()) CHECK_MESSAGE(t.is_meta(), name);  // read by prepare
+      } else {
+        accelerator.load_model(*model, file);
+      }
+      auto adamw = make_optimizer("adamw", model->parameters());
+      auto [net, opt] = accelerator.prepare(model, adamw);
+      CHECK(bytes_of(accelerator.get_state_dict(*net)) == bytes_of(pretrained));
+      const std::vector<double> losses = five_steps(accelerator, *net, *opt);
+      return std::make_pair(losses, bytes_of(accelerator.get_state_dict(*net)));
+    };
+    CHECK(run(true) == run(false));
+  }
+  std::filesystem::remove(file);
 }
 
 TEST_CASE("load_state under FULL_SHARD reads only the rank's runs of the shard files: its peak stays under twice its "
