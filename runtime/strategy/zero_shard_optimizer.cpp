@@ -36,18 +36,17 @@ std::map<size_t, std::vector<std::pair<std::string, Tensor>>> by_index(const opt
 ShardOptimizer::ShardOptimizer(optim::Optimizer& user, std::vector<const FlatUnit*> units, std::vector<Tensor> shards,
                                const std::string& strategy)
     : user_(user), units_(std::move(units)), shards_(std::move(shards)) {
-  std::unordered_map<const TensorImpl*, Place> where;
+  std::unordered_map<const TensorImpl*, size_t> unit_of;
   for (size_t u = 0; u < units_.size(); ++u)
-    for (size_t j = 0; j < units_[u]->params().size(); ++j) where[units_[u]->params()[j].impl()] = {u, j};
+    for (const Tensor& p : units_[u]->params()) unit_of[p.impl()] = u;
   std::vector<size_t> covered(units_.size(), 0);
   for (size_t i = 0; i < user.params().size(); ++i) {
-    const auto it = where.find(user.params()[i].impl());
-    if (it == where.end())
+    const auto it = unit_of.find(user.params()[i].impl());
+    if (it == unit_of.end())
       throw Error(fmt::format("Accelerator::prepare: the optimizer's parameter {} ({}) is in no model prepared under "
                               "{}; prepare its model first",
                               i, user.params()[i].str(), strategy));
-    places_.push_back(it->second);
-    ++covered[it->second.unit];
+    ++covered[it->second];
   }
   for (size_t u = 0; u < units_.size(); ++u)
     if (covered[u] != units_[u]->params().size())
@@ -122,20 +121,16 @@ optim::StateDict ShardOptimizer::full_state_dict(Communicator& comm) const {
   NoGradGuard no_grad;
   const auto state = segment_state();
   // Per unit and element slot: this rank's slice of it, from its segments' state (zeros where a
-  // segment has none), gathered to a full flat tensor in unit order. Every rank holds state for the
-  // same segments, so every rank gathers the same slots.
-  std::map<size_t, std::vector<std::pair<std::string, Tensor>>> gathered;
+  // segment has none), gathered to a full flat tensor in unit and slot-name order. Every rank holds
+  // state for the same segments, so every rank gathers the same slots.
+  std::map<size_t, std::map<std::string, Tensor>> gathered;
   for (const auto& [k, slots] : state) {
     const Segment& seg = segments_[k];
-    auto& unit_slots = gathered[seg.unit];
     for (const auto& [slot, t] : slots) {
       if (t.dim() == 0) continue;  // a count (Adam's step): the parameter's own, below
-      auto found = std::find_if(unit_slots.begin(), unit_slots.end(), [&](const auto& e) { return e.first == slot; });
-      if (found == unit_slots.end()) {
-        unit_slots.emplace_back(slot, zeros({units_[seg.unit]->shard_numel()}, t.dtype(), t.device()));
-        found = unit_slots.end() - 1;
-      }
-      if (seg.length > 0) nograd::copy_(nograd::narrow(found->second, 0, seg.start, seg.length), t);
+      Tensor& slice = gathered[seg.unit][slot];
+      if (!slice.defined()) slice = zeros({units_[seg.unit]->shard_numel()}, t.dtype(), t.device());
+      if (seg.length > 0) nograd::copy_(nograd::narrow(slice, 0, seg.start, seg.length), t);
     }
   }
   for (auto& [u, slots] : gathered)
@@ -146,19 +141,13 @@ optim::StateDict ShardOptimizer::full_state_dict(Communicator& comm) const {
     }
   optim::StateDict out;
   out.emplace_back("lr", scalar_tensor(user_.lr(), DType::f64));
-  for (size_t i = 0; i < places_.size(); ++i) {
+  for (size_t i = 0; i < segment_of_user_.size(); ++i) {
     const auto it = state.find(segment_of_user_[i]);
     if (it == state.end()) continue;  // no state yet
-    const auto& unit_slots = gathered[places_[i].unit];
+    const Segment& seg = segments_[it->first];
     for (const auto& [slot, t] : it->second) {
-      Tensor value;
-      if (t.dim() == 0) {
-        value = nograd::clone(t);
-      } else {
-        const auto found =
-            std::find_if(unit_slots.begin(), unit_slots.end(), [&](const auto& e) { return e.first == slot; });
-        value = nograd::clone(units_[places_[i].unit]->param_view(found->second, places_[i].index));
-      }
+      const Tensor value =
+          t.dim() == 0 ? nograd::clone(t) : nograd::clone(units_[seg.unit]->param_view(gathered[seg.unit][slot], seg.param));
       out.emplace_back(fmt::format("state.{}.{}", i, slot), value);
     }
   }
@@ -182,7 +171,7 @@ StateShard ShardOptimizer::state_shard() const {
     out.places.push_back(std::move(place));
   };
   add("lr", scalar_tensor(user_.lr(), DType::f64), {});
-  for (size_t i = 0; i < places_.size(); ++i) {
+  for (size_t i = 0; i < segment_of_user_.size(); ++i) {
     const auto it = state.find(segment_of_user_[i]);
     if (it == state.end()) continue;  // no state yet
     const Segment& seg = segments_[it->first];
@@ -220,9 +209,9 @@ void ShardOptimizer::load_state(const StateReader& state) {
     size_t i = 0;
     std::string slot;
     if (!optim::parse_state_key(entry.name, i, slot)) continue;
-    if (i >= places_.size())
+    if (i >= segment_of_user_.size())
       throw Error(fmt::format("load_state_dict: the state has 'state.{}.*' but the optimizer has {} parameters", i,
-                              places_.size()));
+                              segment_of_user_.size()));
     const size_t k = segment_of_user_[i];
     const Segment& seg = segments_[k];
     const FlatUnit& unit = *units_[seg.unit];

@@ -53,11 +53,6 @@ class ShardOptimizer {
   StateShard state_shard() const;
 
  private:
-  // Where the user's parameter i lies: unit and position within it.
-  struct Place {
-    size_t unit = 0;
-    size_t index = 0;
-  };
   // Parameter `param` of unit's slice: elements [start, start + length) of the unit's shard (its
   // held run; the unit's last parameter also takes the padding after it), updated by the shard
   // optimizer as one parameter of the user's group `group`.
@@ -80,8 +75,7 @@ class ShardOptimizer {
   std::vector<Segment> segments_;
   std::shared_ptr<optim::Optimizer> shard_optimizer_;
   std::vector<size_t> segment_of_param_;  // the shard optimizer's parameters lie in group order
-  std::vector<Place> places_;             // per user parameter
-  std::vector<size_t> segment_of_user_;   // per user parameter
+  std::vector<size_t> segment_of_user_;   // per user parameter: its segment (unit and position)
 };
 
 }  // namespace accel
