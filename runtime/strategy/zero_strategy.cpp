@@ -284,11 +284,16 @@ void ZeroStrategy::max_over_all_ranks(Tensor& flags) const {
   if (comm_->size() > 1) comm_->all_reduce(flags, ReduceOp::max, "zero parameters with a grad");
 }
 
-std::vector<std::vector<bool>> ZeroStrategy::params_with_grad(const ShardOptimizer& o) const {
-  std::vector<const Unit*> units;
+std::vector<ZeroStrategy::Unit*> ZeroStrategy::units_in(const ShardOptimizer& o) const {
+  std::vector<Unit*> out;
   for (const FlatUnit* f : o.units())
     for (const auto& u : units_)
-      if (u->flat.get() == f) units.push_back(u.get());
+      if (u->flat.get() == f) out.push_back(u.get());
+  return out;
+}
+
+std::vector<std::vector<bool>> ZeroStrategy::params_with_grad(const ShardOptimizer& o) const {
+  const std::vector<Unit*> units = units_in(o);
   std::vector<float> local;
   for (const Unit* u : units)
     for (const bool reached : u->has_grad) local.push_back(reached ? 1.0f : 0.0f);
@@ -308,17 +313,15 @@ void ZeroStrategy::optimizer_step(optim::Optimizer& optimizer) {
   for (const auto& o : optimizers_) {
     if (&o->user() != &optimizer) continue;
     o->step(params_with_grad(*o));
-    for (auto& u : units_)
-      for (const FlatUnit* f : o->units()) {
-        if (u->flat.get() != f) continue;
-        if (has_own_master(*u)) {
-          // The updated f32 slice, rounded to the 16-bit slice that is gathered (half the bytes).
-          NoGradGuard no_grad;
-          nograd::copy_(u->shard, u->master);
-          u->master.set_grad(Tensor());
-        }
-        after_shard_update(*u);
+    for (Unit* u : units_in(*o)) {
+      if (has_own_master(*u)) {
+        // The updated f32 slice, rounded to the 16-bit slice that is gathered (half the bytes).
+        NoGradGuard no_grad;
+        nograd::copy_(u->shard, u->master);
+        u->master.set_grad(Tensor());
       }
+      after_shard_update(*u);
+    }
     return;
   }
   throw Error(fmt::format("{}: optimizer_step of an optimizer that was not prepared", name()));
@@ -327,26 +330,24 @@ void ZeroStrategy::optimizer_step(optim::Optimizer& optimizer) {
 void ZeroStrategy::zero_grad(optim::Optimizer& optimizer, bool set_to_none) {
   for (const auto& o : optimizers_) {
     if (&o->user() != &optimizer) continue;
-    for (auto& u : units_)
-      for (const FlatUnit* f : o->units()) {
-        if (u->flat.get() != f) continue;
-        // Full grads are dropped either way (the next backward lends zeroed ones); shard grads are
-        // zeroed in place when asked, like a plain optimizer's. Stage 1's shard grad is a view of
-        // the full grad, which it must not keep alive: it gets zeros of its own.
-        const bool view_of_full = is_view_of(u->shard_grad, u->flat->full_grad());
-        u->flat->drop_grads();
-        if (has_own_master(*u)) u->master.set_grad(Tensor());  // made again from shard_grad at the next sync
-        if (set_to_none) u->has_grad.assign(u->has_grad.size(), false);
-        if (set_to_none || !u->shard_grad.defined()) {
-          u->shard_grad = Tensor();
-          u->shard.set_grad(Tensor());
-        } else if (view_of_full) {
-          u->shard_grad = zeros({u->flat->shard_numel()}, u->flat->dtype(), u->flat->device());
-          u->shard.set_grad(u->shard_grad);
-        } else {
-          nograd::zero_(u->shard_grad);
-        }
+    for (Unit* u : units_in(*o)) {
+      // Full grads are dropped either way (the next backward lends zeroed ones); shard grads are
+      // zeroed in place when asked, like a plain optimizer's. Stage 1's shard grad is a view of
+      // the full grad, which it must not keep alive: it gets zeros of its own.
+      const bool view_of_full = is_view_of(u->shard_grad, u->flat->full_grad());
+      u->flat->drop_grads();
+      if (has_own_master(*u)) u->master.set_grad(Tensor());  // made again from shard_grad at the next sync
+      if (set_to_none) u->has_grad.assign(u->has_grad.size(), false);
+      if (set_to_none || !u->shard_grad.defined()) {
+        u->shard_grad = Tensor();
+        u->shard.set_grad(Tensor());
+      } else if (view_of_full) {
+        u->shard_grad = zeros({u->flat->shard_numel()}, u->flat->dtype(), u->flat->device());
+        u->shard.set_grad(u->shard_grad);
+      } else {
+        nograd::zero_(u->shard_grad);
       }
+    }
     return;
   }
   optimizer.clear_grads(set_to_none);  // an optimizer over no prepared model

@@ -160,6 +160,8 @@ class ZeroStrategy : public Strategy {
   DType model_dtype_ = DType::f32;
   std::vector<std::unique_ptr<ShardOptimizer>> optimizers_;
   std::vector<HookHandle> reach_hooks_;  // set Unit::has_grad
+  // The units o updates, in its order.
+  std::vector<Unit*> units_in(const ShardOptimizer& o) const;
   // Per unit of o: which of its parameters some rank reached since zero_grad. Collective: one
   // all-reduce (max) of a flag per parameter.
   std::vector<std::vector<bool>> params_with_grad(const ShardOptimizer& o) const;
