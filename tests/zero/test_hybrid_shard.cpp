@@ -32,11 +32,12 @@ ZeroSpec hybrid_spec(int shard_size) {
   return {.zero_stage = 3, .fsdp = true, .hybrid_shard_size = shard_size};
 }
 
-void check_equal_to_ddp(ZeroSpec spec, double tolerance) {
+void check_equal_to_ddp(ZeroSpec spec, double tolerance, const std::string& expected_strategy) {
   ZeroSpec ddp_spec = spec;
   ddp_spec.zero_stage = 0;
   ddp_spec.fsdp = false;
   ddp_spec.hybrid_shard_size = 0;
+  ddp_spec.hybrid_by_node = false;
   const ZeroRun ddp = train_zero(ddp_spec, 21);
   const ZeroRun hybrid = train_zero(spec, 21);
   REQUIRE(hybrid.losses.size() == static_cast<size_t>(spec.steps * spec.accumulation_steps));
@@ -45,12 +46,16 @@ void check_equal_to_ddp(ZeroSpec spec, double tolerance) {
   const double norms = hybrid.norms.empty() ? 0 : max_rel_diff(hybrid.norms, ddp.norms);
   INFO("losses differ by ", losses, " relative, weights by ", weights, ", norms by ", norms);
   CHECK(ddp.strategy == "data_parallel");
-  CHECK(hybrid.strategy == hybrid_name(spec.hybrid_shard_size));
+  CHECK(hybrid.strategy == expected_strategy);
   CHECK(losses <= tolerance);
   CHECK(weights <= tolerance);
   CHECK(norms <= tolerance);
   CHECK(max_abs_diff(ddp.weights, weights_of(*make_zero_model(spec, 21))) > 1e-2);  // training moved them
   CHECK(differs_across_ranks(hybrid.weights) == "");
+}
+
+void check_equal_to_ddp(ZeroSpec spec, double tolerance) {
+  check_equal_to_ddp(spec, tolerance, hybrid_name(spec.hybrid_shard_size));
 }
 
 Tensor loss_of(nn::Module& model, int64_t seed) {
@@ -348,6 +353,40 @@ TEST_CASE("HYBRID_SHARD's default mesh: one shard group per node, when nodes are
                                   "hybrid_shard_size dividing {}",
                                   n, rank, shuffled.local_rank, n / 2, shuffled.node_rank, n),
                       0) == 0);
+}
+
+// Needs ranks on more than one node, so the one-node runs leave it out (meson.build);
+// tests/multinode/two_hosts_hybrid_shard.sh runs it on two hosts.
+TEST_CASE("multinode: HYBRID_SHARD without a hybrid_shard_size shards within each node the launcher reports, "
+          "replicates across the nodes, and equals DDP") {
+  const ProcessState process = ProcessState::from_environment();
+  INFO("rank ", process.rank, ": local rank ", process.local_rank, " of ", process.local_world_size, " on node ",
+       process.node_rank, " of ", process.num_nodes, " (", process.launcher, ")");
+  REQUIRE_MESSAGE(process.num_nodes > 1, "this case needs ranks on several nodes: run it with "
+                                         "tests/multinode/two_hosts_hybrid_shard.sh");
+  const std::shared_ptr<DeviceMesh> mesh = make_hybrid_mesh(*world(), process, 0, "default");
+  CHECK(mesh->str() == fmt::format("dp_replicate={} x dp_shard={}", process.num_nodes, process.local_world_size));
+  // A shard group is one node's ranks; a replica group holds the same local rank of every node.
+  auto spread = [](Communicator& comm, int value) {
+    Tensor low = scalar_tensor(value, DType::f64), high = scalar_tensor(value, DType::f64);
+    Tensor sum = scalar_tensor(value, DType::f64);
+    comm.all_reduce(low, ReduceOp::min);
+    comm.all_reduce(high, ReduceOp::max);
+    comm.all_reduce(sum);
+    return std::tuple{low.item(), high.item(), sum.item()};
+  };
+  CHECK(spread(mesh->comm("dp_shard"), process.node_rank) ==
+        std::tuple{double(process.node_rank), double(process.node_rank), double(process.node_rank * process.local_world_size)});
+  CHECK(spread(mesh->comm("dp_replicate"), process.local_rank) ==
+        std::tuple{double(process.local_rank), double(process.local_rank), double(process.local_rank * process.num_nodes)});
+  const int nodes = process.num_nodes;
+  CHECK(spread(mesh->comm("dp_replicate"), process.node_rank) ==
+        std::tuple{0.0, double(nodes - 1), double(nodes * (nodes - 1) / 2)});
+  for (const int k : {1, 3}) {
+    INFO("accumulation ", k);
+    check_equal_to_ddp({.zero_stage = 3, .fsdp = true, .accumulation_steps = k, .hybrid_by_node = true}, 1e-6,
+                       hybrid_name(process.local_world_size));
+  }
 }
 
 TEST_CASE("bad HYBRID_SHARD configurations name both settings") {

@@ -52,7 +52,7 @@ AcceleratorOptions options_for(const ZeroSpec& spec) {
   else
     o.gradient_accumulation_steps = spec.accumulation_steps;
   const ShardingStrategy hybrid = spec.hybrid_zero2 ? ShardingStrategy::hybrid_shard_zero2 : ShardingStrategy::hybrid_shard;
-  const ShardingStrategy fsdp_strategy = spec.hybrid_shard_size > 0 ? hybrid
+  const ShardingStrategy fsdp_strategy = spec.hybrid_shard_size > 0 || spec.hybrid_by_node ? hybrid
                                          : spec.zero_stage == 3      ? ShardingStrategy::full_shard
                                                                      : ShardingStrategy::shard_grad_op;
   if (spec.fsdp && spec.zero_stage > 0)

@@ -35,6 +35,9 @@ struct ZeroSpec {
   // > 0: FSDP's HYBRID_SHARD (stage 3 within shard groups of this many ranks, replicated across them);
   // zero_stage must then be 3.
   int hybrid_shard_size = 0;
+  // With zero_stage 3 and fsdp: HYBRID_SHARD with hybrid_shard_size not given, so a shard group is
+  // the ranks of one node, as the launcher reports them.
+  bool hybrid_by_node = false;
   // Build the model under DeferredInit, every rank from the same seed (nothing is broadcast for it).
   bool deferred_init = false;
   // The model is GatedOddMlp: its branch is left out of every odd optimizer step, and its spare
