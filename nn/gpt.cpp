@@ -117,7 +117,11 @@ std::vector<Tensor> GPT::parameters_read_directly() const {
 }
 
 Tensor GPT::loss(const Tensor& idx, const Tensor& targets, int64_t ignore_index, Reduction reduction) {
-  if (!tp_) return nn::cross_entropy(forward(idx), targets, ignore_index, reduction);
+  return loss(idx, targets, CrossEntropyOptions{.ignore_index = ignore_index, .reduction = reduction});
+}
+
+Tensor GPT::loss(const Tensor& idx, const Tensor& targets, const CrossEntropyOptions& options) {
+  if (!tp_) return nn::cross_entropy(forward(idx), targets, options);
   struct LocalLogits {
     bool& flag;
     explicit LocalLogits(bool& f) : flag(f) { flag = true; }
@@ -125,7 +129,9 @@ Tensor GPT::loss(const Tensor& idx, const Tensor& targets, int64_t ignore_index,
   } local_only(local_logits_only_);
   const Tensor local = forward(idx);
   return parallel::vocab_parallel_cross_entropy(
-      local, targets, *tp_, {.vocab_size = config_.vocab_size, .ignore_index = ignore_index, .reduction = reduction});
+      local, targets, *tp_,
+      {.vocab_size = config_.vocab_size, .ignore_index = options.ignore_index, .reduction = options.reduction,
+       .weight = options.weight, .label_smoothing = options.label_smoothing});
 }
 
 void GPT::parallelize(Communicator& tp) {

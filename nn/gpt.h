@@ -17,6 +17,7 @@
 #include "nn/parallel/vocab_parallel_embedding.h"
 #include "nn/reads_descendant_parameters.h"
 #include "nn/sequential.h"
+#include "tensor/cross_entropy_options.h"
 #include "tensor/reduction.h"
 
 namespace accel::nn {
@@ -56,11 +57,13 @@ class GPT : public Module, public parallel::TensorParallelModel, public ReadsDes
 
   const GPTConfig& config() const { return config_; }
 
-  // The cross-entropy of forward(idx) against targets [B, T] (nn::cross_entropy's ignore_index and
-  // reduction). Tensor-parallel, it takes the vocab-parallel loss of each rank's logit columns, so no
-  // rank holds the full [B, T, vocab] logits; forward's hooks run either way.
+  // The cross-entropy of forward(idx) against targets [B, T] (nn::cross_entropy's options: ignore_index,
+  // reduction, and per-class weight and label_smoothing). Tensor-parallel, it takes the vocab-parallel
+  // loss of each rank's logit columns, so no rank holds the full [B, T, vocab] logits; forward's hooks
+  // run either way.
   Tensor loss(const Tensor& idx, const Tensor& targets, int64_t ignore_index = -100,
               Reduction reduction = Reduction::mean);
+  Tensor loss(const Tensor& idx, const Tensor& targets, const CrossEntropyOptions& options);
 
   // Megatron's split: wte a VocabParallelEmbedding (a tied head multiplies by its local rows), each
   // block a ParallelGPTBlock, an untied lm_head a ColumnParallelLinear padded to a multiple of tp.

@@ -1,12 +1,16 @@
 // vocab_parallel_cross_entropy against nn::cross_entropy of the full logits on the same data: the loss
 // and the logits' grad (each rank's columns of it), for every reduction, with ignored targets, and for
 // vocabularies padded up to a multiple of tp, whose padding columns (filled with values that would
-// dominate the loss if they counted) get no grad; f64 gradcheck; exactly three all-reduces forward.
+// dominate the loss if they counted) get no grad, and with per-class weights and label smoothing;
+// f64 gradcheck; exactly three all-reduces forward; bad options refused.
+#include <fmt/format.h>
+
 #include <string>
 #include <vector>
 
 #include "../error_of.h"
 #include "tensor/nograd/copy.h"
+#include "tensor/nograd/elementwise.h"
 #include "tensor/nograd/views.h"
 #include "tp_support.h"
 
@@ -82,6 +86,49 @@ TEST_CASE("vocab-parallel cross-entropy equals nn::cross_entropy of the full log
   }
 }
 
+TEST_CASE("vocab-parallel cross-entropy with class weights and label smoothing equals nn::cross_entropy with the "
+          "same options: loss and logits grad") {
+  TpGroups groups;
+  for (Communicator* tp : groups.all) {
+    const int64_t n = tp->size();
+    for (const int64_t vocab : {4 * n, 4 * n - 1, n + 1}) {
+      for (const Reduction reduction : {Reduction::mean, Reduction::sum, Reduction::none}) {
+        for (const bool weighted : {false, true}) {
+          for (const double eps : {0.0, 0.1, 1.0}) {
+            if (!weighted && eps == 0.0) continue;  // the plain loss, the case above
+            for (const std::vector<int64_t>& ignored : {std::vector<int64_t>{}, std::vector<int64_t>{1, 4}}) {
+              INFO("rank ", tp->rank(), " of ", n, ", vocab ", vocab, ", ", reduction_name(reduction),
+                   weighted ? ", weighted" : "", ", label_smoothing ", eps, ", ", ignored.size(), " ignored");
+              Generator data(static_cast<uint64_t>(200 + vocab));
+              Tensor full = randn({2, 3, vocab}, data) * 3.0;
+              full.requires_grad_();
+              // Positive weights from 0.25 to 2.25, the same on every rank.
+              const Tensor weight = weighted ? rand({vocab}, data) * 2.0 + 0.25 : Tensor();
+              const Tensor target = targets(vocab, -100, ignored);
+              const Tensor shard = shard_of(full, *tp);
+              const Tensor loss = vocab_parallel_cross_entropy(
+                  shard, target, *tp,
+                  {.vocab_size = vocab, .reduction = reduction, .weight = weight, .label_smoothing = eps});
+              const Tensor expected = nn::cross_entropy(
+                  full, target, {.weight = weight, .reduction = reduction, .label_smoothing = eps});
+              CHECK(differs(loss, expected) == "");
+              CHECK(differs_across_ranks(loss, *tp) == "");
+              const Tensor seed = reduction == Reduction::none ? randn({2, 3}, data) : Tensor();
+              backward(expected, seed);
+              backward(loss, seed);
+              const Tensor grads = gather_along(shard.grad(), -1, *tp);
+              CHECK(differs(nograd::narrow(grads, -1, 0, vocab), full.grad()) == "");
+              const int64_t padded = grads.size(-1) - vocab;
+              if (padded > 0)
+                CHECK(differs(nograd::narrow(grads, -1, vocab, padded), zeros({2, 3, padded}), 0.0) == "");
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
 TEST_CASE("vocab-parallel cross-entropy: a mean over nothing (every target ignored) is 0 with a 0 grad") {
   TpGroups groups;
   for (Communicator* tp : groups.all) {
@@ -92,6 +139,17 @@ TEST_CASE("vocab-parallel cross-entropy: a mean over nothing (every target ignor
     CHECK(loss.item() == 0.0);
     backward(loss);
     CHECK(differs(shard.grad(), zeros_like(shard), 0.0) == "");
+    // Weighted and smoothed, and a mean over targets whose weights are all 0, as nn::cross_entropy's.
+    const int64_t vocab = 2 * tp->size();
+    const Tensor all_ignored = vocab_parallel_cross_entropy(
+        shard, full_like(zeros({2, 3}, DType::i64), -100.0), *tp,
+        {.weight = rand({vocab}, data) + 0.5, .label_smoothing = 0.1});
+    CHECK(all_ignored.item() == 0.0);
+    Tensor weight = ones({vocab});
+    nograd::fill_(nograd::narrow(weight, 0, 0, 1), 0.0);  // every target below is class 0
+    const Tensor zero_weight = vocab_parallel_cross_entropy(shard, zeros({2, 3}, DType::i64), *tp, {.weight = weight});
+    CHECK(zero_weight.item() == 0.0);
+    CHECK(nn::cross_entropy(full, zeros({2, 3}, DType::i64), {.weight = weight}).item() == 0.0);
   }
 }
 
@@ -104,11 +162,20 @@ TEST_CASE("vocab-parallel cross-entropy passes gradcheck in f64 (each rank's sha
     Generator data(6);
     const Tensor full = randn({2, 3, vocab}, data, DType::f64);
     const Tensor shard = nograd::clone(shard_of(full, *tp, 0.5));
+    const Tensor weight = rand({vocab}, data, DType::f64) + 0.5;
     for (const Reduction reduction : {Reduction::mean, Reduction::none}) {
-      auto f = [&](const Tensor& logits) {
-        return vocab_parallel_cross_entropy(logits, target, *tp, {.vocab_size = vocab, .reduction = reduction});
-      };
-      CHECK(tp_gradcheck(f, *tp, shard, Spread::per_rank, Spread::replicated) == "");
+      for (const bool smoothed : {false, true}) {
+        INFO(reduction_name(reduction), smoothed ? ", weighted and smoothed" : "");
+        auto f = [&](const Tensor& logits) {
+          VocabParallelCrossEntropyOptions options{.vocab_size = vocab, .reduction = reduction};
+          if (smoothed) {
+            options.weight = weight;
+            options.label_smoothing = 0.2;
+          }
+          return vocab_parallel_cross_entropy(logits, target, *tp, options);
+        };
+        CHECK(tp_gradcheck(f, *tp, shard, Spread::per_rank, Spread::replicated) == "");
+      }
     }
   }
 }
@@ -126,10 +193,19 @@ TEST_CASE("vocab-parallel cross-entropy runs exactly three all-reduces forward (
   tp.reset();
   backward(loss);
   CHECK(collectives_run(tp) == 0);
+  // Weights and smoothing add no collective: the weighted sum of logits travels with the target logit.
+  tp.reset();
+  const Tensor smoothed = vocab_parallel_cross_entropy(
+      shard, targets(vocab, -100, {0}), tp, {.vocab_size = vocab, .weight = ones({vocab}), .label_smoothing = 0.1});
+  CHECK(tp.count("all_reduce") == 3);
+  CHECK(collectives_run(tp) == 3);
+  tp.reset();
+  backward(smoothed);
+  CHECK(collectives_run(tp) == 0);
 }
 
-TEST_CASE("vocab-parallel cross-entropy refuses targets outside the vocab, a vocab larger than the shards and "
-          "mismatched shapes") {
+TEST_CASE("vocab-parallel cross-entropy refuses targets outside the vocab, a vocab larger than the shards, "
+          "mismatched shapes, a label_smoothing outside [0, 1] and a weight not [vocab_size]") {
   TpGroups groups;
   for (Communicator* tp : groups.all) {
     const int64_t n = tp->size(), vocab = 2 * n - 1;
@@ -145,12 +221,30 @@ TEST_CASE("vocab-parallel cross-entropy refuses targets outside the vocab, a voc
     const std::string too_big = test_support::error_of([&] {
       vocab_parallel_cross_entropy(shard, targets(vocab, -100, {}), *tp, {.vocab_size = 2 * n + 1});
     });
-    CHECK(too_big.find("vocab_size " + std::to_string(2 * n + 1) + " must be in (0, " + std::to_string(2 * n) + "]") !=
+    const int64_t padded = shard.size(-1) * n;  // 2n, or 1 alone
+    CHECK(too_big.find("vocab_size " + std::to_string(2 * n + 1) + " must be in (0, " + std::to_string(padded) + "]") !=
           std::string::npos);
     const std::string shapes = test_support::error_of([&] {
       vocab_parallel_cross_entropy(shard, zeros({3, 2}, DType::i64), *tp, {.vocab_size = vocab});
     });
-    CHECK(shapes.find("target [3, 2] must be logits_shard [2, 3, 2] without the class dim") != std::string::npos);
+    CHECK(shapes.find("target [3, 2] must be logits_shard " + shape_str(shard.shape()) + " without the class dim") !=
+          std::string::npos);
+    const std::string smoothing = test_support::error_of([&] {
+      vocab_parallel_cross_entropy(shard, targets(vocab, -100, {}), *tp, {.vocab_size = vocab, .label_smoothing = 1.5});
+    });
+    CHECK(smoothing == "vocab_parallel_cross_entropy: label_smoothing must be in [0, 1], got 1.5");
+    const std::string weight_shape = test_support::error_of([&] {
+      vocab_parallel_cross_entropy(shard, targets(vocab, -100, {}), *tp, {.vocab_size = vocab, .weight = ones({2 * n})});
+    });
+    CHECK(weight_shape == fmt::format("vocab_parallel_cross_entropy: weight is f32 [{}] on cpu; expected a floating "
+                                      "[{}] (one per class of the vocab_size {}, the same on every rank) on cpu, the "
+                                      "logits' device",
+                                      2 * n, vocab, vocab));
+    const std::string weight_dtype = test_support::error_of([&] {
+      vocab_parallel_cross_entropy(shard, targets(vocab, -100, {}), *tp,
+                                   {.vocab_size = vocab, .weight = ones({vocab}, DType::i64)});
+    });
+    CHECK(weight_dtype.rfind("vocab_parallel_cross_entropy: weight is i64 [", 0) == 0);
   }
 }
 

@@ -1,7 +1,8 @@
 // GPT::parallelize against the whole GPT built from the same seed, on the same batch: logits, loss,
 // every parameter's grad (the ranks' parts joined) and the parameters after 3 AdamW steps within 1e-5
 // relative in f32, for a tied head (with and without GPT-2's vocab padding) and an untied one, over
-// vocabularies that do not divide by tp; the collectives one step runs; and the refusals.
+// vocabularies that do not divide by tp, also with class weights and label smoothing; the collectives
+// one step runs; and the refusals.
 #include <algorithm>
 #include <map>
 #include <random>
@@ -116,6 +117,26 @@ TEST_CASE("a tensor-parallel GPT equals the whole GPT: logits, loss, grads and 3
         tp_opt.step();
       }
       check_entries(joined(parallel, *tp, false), full.named_parameters());
+    }
+}
+
+TEST_CASE("a tensor-parallel GPT's loss with class weights and label smoothing equals the whole GPT's: loss and "
+          "grads") {
+  TpGroups groups;
+  for (const Case& c : cases())
+    for (Communicator* tp : groups.all) {
+      INFO(c.name, ", rank ", tp->rank(), " of tp ", tp->size());
+      Generator init_full(202), init_tp(202), weights(203);
+      nn::GPT full(c.config, init_full), parallel(c.config, init_tp);
+      parallel.parallelize(*tp);
+      const Batch b = batch(c.config.vocab_size, 310);
+      const CrossEntropyOptions options{.weight = rand({c.config.vocab_size}, weights) + 0.5, .label_smoothing = 0.1};
+      const Tensor full_loss = full.loss(b.idx, b.targets, options), tp_loss = parallel.loss(b.idx, b.targets, options);
+      CHECK(differs(tp_loss, full_loss) == "");
+      CHECK(differs(full_loss, full.loss(b.idx, b.targets)) != "");  // the options change the loss
+      backward(full_loss);
+      backward(tp_loss);
+      check_entries(joined(parallel, *tp, true), grads_of(full));
     }
 }
 
