@@ -21,13 +21,14 @@ std::unique_ptr<Strategy> make_strategy(const Environment& env, const EffectiveS
   if (env.world_size() % tp_size != 0)
     throw Error(fmt::format("Accelerator: tp_size {} ({}) does not divide the world size {}", tp_size,
                             settings.tp_size.source, env.world_size()));
-  // HYBRID_SHARD with tp_size > 1 is refused below as any ZeRO stage with tensor parallelism is.
+  // HYBRID_SHARD is stage 3, refused below with tensor parallelism as stage 3 is.
   const int hybrid_shard_size = settings.hybrid_shard_size.value;
   if (settings.hybrid_shard) check_hybrid_shard_size(hybrid_shard_size, settings.hybrid_shard_size.source, env.world_size());
-  if (tp_size > 1 && settings.zero_stage.value != 0)
-    throw Error(fmt::format("Accelerator: tp_size {} ({}) with zero_stage {} ({}): ZeRO over the data-parallel "
-                            "ranks of a tensor-parallel model is not built yet; give one of them",
-                            tp_size, settings.tp_size.source, settings.zero_stage.value, settings.zero_stage.source));
+  if (tp_size > 1 && settings.zero_stage.value == 3)
+    throw Error(fmt::format("Accelerator: tp_size {} ({}) with zero_stage 3 ({}): ZeRO stage 3 (FSDP's FULL_SHARD "
+                            "and HYBRID_SHARD) over the data-parallel ranks of a tensor-parallel model is not built "
+                            "yet; stages 1 and 2 are",
+                            tp_size, settings.tp_size.source, settings.zero_stage.source));
   if (!env.comm()) return std::make_unique<SingleDevice>(env.device());
   ReducerOptions options;
   const double cap_mb = settings.bucket_cap_mb.value;
@@ -35,7 +36,11 @@ std::unique_ptr<Strategy> make_strategy(const Environment& env, const EffectiveS
   options.first_bucket_cap_bytes = std::min<int64_t>(int64_t{1} << 20, options.bucket_cap_bytes);
   options.comm_dtype = policy.grad_comm;
   const int stage = settings.zero_stage.value;
-  if (tp_size > 1) return std::make_unique<TensorParallel>(env, tp_size, settings.dp_size, options);
+  // bf16 and fp16 under ZeRO: 16-bit parameters and grads, f32 masters only as each rank's slices
+  // (docs/zero.md). fp8 keeps its masters whole: its FP8 Linears quantise the f32 weights themselves.
+  const MixedPrecision mixed = settings.mixed_precision.value;
+  const DType masters = mixed == MixedPrecision::bf16 || mixed == MixedPrecision::fp16 ? policy.compute : DType::f32;
+  if (tp_size > 1) return std::make_unique<TensorParallel>(env, tp_size, settings.dp_size, options, stage, masters);
   if (stage == 0) return std::make_unique<DataParallel>(env, options);
   std::unique_ptr<ZeroStrategy> zero;
   // ZeRO's collectives get a communicator (and communication thread) of their own.
@@ -50,10 +55,7 @@ std::unique_ptr<Strategy> make_strategy(const Environment& env, const EffectiveS
   else
     zero = std::make_unique<ZeroStage3>(env.device(), env.grads_comm().dup(), policy.grad_comm, settings.auto_wrap,
                                         settings.reshard_after_forward);
-  // bf16 and fp16: 16-bit parameters and grads, f32 masters only as each rank's slices (docs/zero.md).
-  // fp8 keeps its masters whole: its FP8 Linears quantise the f32 weights themselves.
-  const MixedPrecision mixed = settings.mixed_precision.value;
-  if (mixed == MixedPrecision::bf16 || mixed == MixedPrecision::fp16) zero->shard_masters_in(policy.compute);
+  zero->shard_masters_in(masters);
   return zero;
 }
 

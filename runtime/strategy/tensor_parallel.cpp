@@ -1,5 +1,5 @@
-// TensorParallel: the {dp, tp} mesh, the split of each prepared model, the reducer over dp, the norm
-// over the whole model, and checkpoint state joined from (and cut into) the ranks' parts.
+// TensorParallel: the {dp, tp} mesh, the split of each prepared model, the reducer (or ZeRO) over dp,
+// the norm over the whole model, and checkpoint state joined from (and cut into) the ranks' parts.
 #include "runtime/strategy/tensor_parallel.h"
 
 #include <fmt/format.h>
@@ -31,11 +31,23 @@ int replicas(const Environment& env, int tp_size, int dp_size) {
 
 }  // namespace
 
-TensorParallel::TensorParallel(const Environment& env, int tp_size, int dp_size, const ReducerOptions& options)
+TensorParallel::TensorParallel(const Environment& env, int tp_size, int dp_size, const ReducerOptions& options,
+                               int zero_stage, DType masters_dtype)
     : env_(env), options_(options) {
+  if (zero_stage < 0 || zero_stage > 2)
+    throw Error(fmt::format("TensorParallel: zero_stage must be 0, 1 or 2 over the dp ranks, got {}", zero_stage));
   const int dp = replicas(env, tp_size, dp_size);
   mesh_ = std::make_unique<DeviceMesh>(env.grads_comm(), std::vector<MeshDim>{{"dp", dp}, {"tp", tp_size}});
+  if (zero_stage == 0) return;
+  // Its collectives get a communicator (and communication thread) of their own, as the Reducer's do.
+  zero_ = std::make_unique<ZeroStage12>(zero_stage, env.device(), mesh_->comm("dp").dup(), options.comm_dtype,
+                                        options.bucket_cap_bytes);
+  zero_->shard_masters_in(masters_dtype);
 }
+
+TensorParallel::~TensorParallel() = default;
+
+std::string TensorParallel::name() const { return zero_ ? "tensor_parallel+" + zero_->name() : "tensor_parallel"; }
 
 void TensorParallel::prepare_model(nn::Module& model) {
   for (const Prepared& p : models_)
@@ -59,26 +71,53 @@ void TensorParallel::prepare_model(nn::Module& model) {
     if (const auto it = prepared.splits.find(name); it != prepared.splits.end()) split_params_.emplace_back(p, it->second);
     if (p.requires_grad()) trained.emplace_back(name, p);
   }
-  // Each dp replica's grads of its own parts (and of the replicated parameters) averaged over dp.
-  if (mesh_->size("dp") > 1) prepared.reducer = Reducer::attach(trained, mesh_->comm("dp").dup(), options_);
+  // Each dp replica's grads of its own parts (and of the replicated parameters) averaged over dp, or
+  // under ZeRO each dp rank's slice of them.
+  if (zero_) zero_->prepare_model(model);
+  else if (mesh_->size("dp") > 1) prepared.reducer = Reducer::attach(trained, mesh_->comm("dp").dup(), options_);
   models_.push_back(std::move(prepared));
+}
+
+void TensorParallel::prepare_optimizer(optim::Optimizer& optimizer) {
+  if (zero_) zero_->prepare_optimizer(optimizer);
 }
 
 DataShard TensorParallel::data_shard() const { return {mesh_->coordinate("dp"), mesh_->size("dp")}; }
 
 void TensorParallel::before_backward(bool sync) {
+  if (zero_) zero_->before_backward(sync);
   for (Prepared& p : models_)
     if (p.reducer) p.reducer->prepare_for_backward(sync);
 }
 
 void TensorParallel::after_backward() {
+  if (zero_) zero_->after_backward();
   for (Prepared& p : models_)
     if (p.reducer) p.reducer->finalize();
 }
 
 void TensorParallel::backward_failed() {
+  if (zero_) zero_->backward_failed();
   for (Prepared& p : models_)
     if (p.reducer) p.reducer->disarm();
+}
+
+std::vector<Tensor> TensorParallel::local_grads(const std::vector<Tensor>& params) const {
+  return zero_ ? zero_->local_grads(params) : Strategy::local_grads(params);
+}
+
+const optim::Optimizer& TensorParallel::updating_optimizer(const optim::Optimizer& optimizer) const {
+  return zero_ ? zero_->updating_optimizer(optimizer) : optimizer;
+}
+
+void TensorParallel::optimizer_step(optim::Optimizer& optimizer) {
+  if (zero_) zero_->optimizer_step(optimizer);
+  else Strategy::optimizer_step(optimizer);
+}
+
+void TensorParallel::zero_grad(optim::Optimizer& optimizer, bool set_to_none) {
+  if (zero_) zero_->zero_grad(optimizer, set_to_none);
+  else Strategy::zero_grad(optimizer, set_to_none);
 }
 
 const nn::parallel::TensorSplit* TensorParallel::split_of(const Tensor& param) const {
@@ -89,14 +128,28 @@ const nn::parallel::TensorSplit* TensorParallel::split_of(const Tensor& param) c
 
 double TensorParallel::grad_norm(const std::vector<Tensor>& params, double norm_type) const {
   const bool inf = std::isinf(norm_type) && norm_type > 0;
+  const ReduceOp op = inf ? ReduceOp::max : ReduceOp::sum;
   std::vector<Tensor> split, replicated;
-  for (const Tensor& p : params)
-    if (p.defined() && p.grad().defined()) (split_of(p) ? split : replicated).push_back(p.grad());
+  if (zero_) {
+    for (const auto& [p, run] : zero_->local_grad_runs(params)) (split_of(p) ? split : replicated).push_back(run);
+  } else {
+    for (const Tensor& p : params)
+      if (p.defined() && p.grad().defined()) (split_of(p) ? split : replicated).push_back(p.grad());
+  }
+  double split_power = norm_power(split, norm_type), whole = norm_power(replicated, norm_type);
+  // Under ZeRO each dp rank holds a slice of the averaged grads: the slices add up across dp first.
+  // Without it the dp replicas hold the same averaged grads: nothing to add there.
+  if (zero_ && mesh_->size("dp") > 1) {
+    Tensor both = from_vector(std::vector<double>{split_power, whole}, tp().device());
+    mesh_->comm("dp").all_reduce(both, op, "tensor parallel gradient norm over the zero slices");
+    const std::vector<double> summed = both.to_vector<double>();
+    split_power = summed[0];
+    whole = summed[1];
+  }
   // The parts of a split parameter add up across the group; a replicated one is the same on every
-  // rank of it, so it counts once. The dp replicas hold the same averaged grads: nothing to add there.
-  Tensor parts = scalar_tensor(norm_power(split, norm_type), DType::f64, tp().device());
-  tp().all_reduce(parts, inf ? ReduceOp::max : ReduceOp::sum, "tensor parallel gradient norm");
-  const double whole = norm_power(replicated, norm_type);
+  // rank of it, so it counts once.
+  Tensor parts = scalar_tensor(split_power, DType::f64, tp().device());
+  tp().all_reduce(parts, op, "tensor parallel gradient norm");
   const double total = inf ? std::max(parts.item(), whole) : parts.item() + whole;
   return inf ? total : std::pow(total, 1.0 / norm_type);
 }
@@ -130,10 +183,18 @@ Tensor TensorParallel::cut(const Tensor& full, const Tensor& part, const nn::par
   return nn::parallel::split_part(full, split, tp().rank(), tp().size());
 }
 
+nn::StateDict TensorParallel::local_model_state(const nn::Module& model) const {
+  return zero_ ? zero_->model_state_dict(model) : model.state_dict();
+}
+
+optim::StateDict TensorParallel::local_optimizer_state(const optim::Optimizer& optimizer) const {
+  return zero_ ? zero_->optimizer_state_dict(optimizer) : optimizer.state_dict();
+}
+
 nn::StateDict TensorParallel::model_state_dict(const nn::Module& model) const {
   const Prepared& p = prepared(model, "model_state_dict");
   nn::StateDict state;
-  for (const auto& [name, t] : model.state_dict()) {
+  for (const auto& [name, t] : local_model_state(model)) {
     const auto it = p.splits.find(name);
     state.emplace_back(name, it == p.splits.end() ? t : join(t, it->second));
   }
@@ -150,12 +211,12 @@ nn::LoadResult TensorParallel::load_model_state_dict(nn::Module& model, const nn
     if (it == p.splits.end() || mine == live.end()) parts.emplace_back(name, t);
     else parts.emplace_back(name, cut(t, mine->second, it->second, "load_model_state_dict", name));
   }
-  return model.load_state_dict(parts, strict);
+  return zero_ ? zero_->load_model_state_dict(model, parts, strict) : model.load_state_dict(parts, strict);
 }
 
 optim::StateDict TensorParallel::optimizer_state_dict(const optim::Optimizer& optimizer) const {
   optim::StateDict state;
-  for (const auto& [key, t] : optimizer.state_dict()) {
+  for (const auto& [key, t] : local_optimizer_state(optimizer)) {
     size_t index = 0;
     std::string slot;
     const bool per_param = optim::parse_state_key(key, index, slot) && index < optimizer.params().size();
@@ -176,7 +237,8 @@ void TensorParallel::load_optimizer_state_dict(optim::Optimizer& optimizer, cons
     if (!split || t.dim() == 0) parts.emplace_back(key, t);
     else parts.emplace_back(key, cut(t, optimizer.params()[index], *split, "load_optimizer_state_dict", key));
   }
-  optimizer.load_state_dict(parts);
+  if (zero_) zero_->load_optimizer_state_dict(optimizer, parts);
+  else optimizer.load_state_dict(parts);
 }
 
 StateShard TensorParallel::shard_of(
@@ -193,14 +255,14 @@ StateShard TensorParallel::shard_of(
 
 std::optional<StateShard> TensorParallel::model_state_shard(const nn::Module& model) const {
   const Prepared& p = prepared(model, "model_state_shard");
-  return shard_of(model.state_dict(), [&](const std::string& name, const Tensor&) {
+  return shard_of(local_model_state(model), [&](const std::string& name, const Tensor&) {
     const auto it = p.splits.find(name);
     return it == p.splits.end() ? nullptr : &it->second;
   });
 }
 
 std::optional<StateShard> TensorParallel::optimizer_state_shard(const optim::Optimizer& optimizer) const {
-  return shard_of(optimizer.state_dict(), [&](const std::string& key, const Tensor& t) {
+  return shard_of(local_optimizer_state(optimizer), [&](const std::string& key, const Tensor& t) {
     size_t index = 0;
     std::string slot;
     const bool per_param = optim::parse_state_key(key, index, slot) && index < optimizer.params().size();

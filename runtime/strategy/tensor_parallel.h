@@ -1,7 +1,9 @@
 // TensorParallel: Megatron-LM's tensor parallelism, with data parallelism around it. The ranks form a
 // {dp, tp} mesh (tp innermost, so a group's ranks are adjacent); each tp group splits every layer of
 // the model (nn::parallel::TensorParallelModel::parallelize), and the dp replicas of a group average
-// their grads with a Reducer over the dp dimension. docs/tensor_parallel.md shows one step.
+// their grads with a Reducer over the dp dimension, or, under ZeRO stage 1 or 2, shard their
+// optimizer state (and grads) over it with a ZeroStage12 of the rank's parts (Megatron's distributed
+// optimizer). docs/tensor_parallel.md shows one step.
 #pragma once
 
 #include <map>
@@ -14,16 +16,23 @@
 #include "runtime/environment.h"
 #include "runtime/strategy/reducer.h"
 #include "runtime/strategy/strategy.h"
+#include "runtime/strategy/zero_stage12.h"
 
 namespace accel {
 
 class TensorParallel final : public Strategy {
  public:
   // env must have a communicator and outlive the strategy. tp_size must divide the world; dp_size 0
-  // takes world / tp_size, else dp_size x tp_size must be the world. Collective (builds the mesh).
-  TensorParallel(const Environment& env, int tp_size, int dp_size, const ReducerOptions& options);
+  // takes world / tp_size, else dp_size x tp_size must be the world. zero_stage 1 or 2: ZeRO over dp
+  // (its buckets of options.bucket_cap_bytes, its grads in options.comm_dtype, under bf16/fp16 its
+  // masters sharded: masters_dtype, see ZeroStrategy::shard_masters_in); 0: the Reducer. Collective
+  // (builds the mesh).
+  TensorParallel(const Environment& env, int tp_size, int dp_size, const ReducerOptions& options, int zero_stage = 0,
+                 DType masters_dtype = DType::f32);
+  ~TensorParallel() override;
 
-  std::string name() const override { return "tensor_parallel"; }
+  // "tensor_parallel", or "tensor_parallel+zero_1" with ZeRO over dp.
+  std::string name() const override;
   bool splits_layers() const override { return true; }
   const DeviceMesh& mesh() const { return *mesh_; }
 
@@ -33,14 +42,23 @@ class TensorParallel final : public Strategy {
   // The dp coordinate: the ranks of one tp group read the same batch.
   DataShard data_shard() const override;
 
+  // Under ZeRO: its optimizer over this rank's slices of the rank's parts.
+  void prepare_optimizer(optim::Optimizer& optimizer) override;
+
   void before_backward(bool sync) override;
   void after_backward() override;
   void backward_failed() override;
 
+  // Under ZeRO: the shard grads of the parts.
+  std::vector<Tensor> local_grads(const std::vector<Tensor>& params) const override;
   // The split parameters' grads differ across the ranks of a group.
   bool grads_replicated() const override { return false; }
-  // Over the full model: each split parameter's parts summed across tp, each replicated one once.
+  const optim::Optimizer& updating_optimizer(const optim::Optimizer& optimizer) const override;
+  // Over the full model: each split parameter's parts summed across tp, each replicated one once
+  // (under ZeRO, its dp slices summed first).
   double grad_norm(const std::vector<Tensor>& params, double norm_type) const override;
+  void optimizer_step(optim::Optimizer& optimizer) override;
+  void zero_grad(optim::Optimizer& optimizer, bool set_to_none) override;
 
   // The full model's state, the ranks' parts joined (an all-gather over tp per split tensor), under
   // the names of the unsplit model: a checkpoint of any tp loads at any other.
@@ -48,7 +66,8 @@ class TensorParallel final : public Strategy {
   nn::LoadResult load_model_state_dict(nn::Module& model, const nn::StateDict& state, bool strict) override;
   optim::StateDict optimizer_state_dict(const optim::Optimizer& optimizer) const override;
   void load_optimizer_state_dict(optim::Optimizer& optimizer, const optim::StateDict& state) override;
-  // Checkpoints as shards: each rank of the first dp replica writes its parts, none is gathered.
+  // Checkpoints as shards: each rank of the first dp replica writes its parts, none is gathered over
+  // tp (under ZeRO the parts are gathered over dp first: collective).
   std::optional<StateShard> model_state_shard(const nn::Module& model) const override;
   std::optional<StateShard> optimizer_state_shard(const optim::Optimizer& optimizer) const override;
 
@@ -66,6 +85,10 @@ class TensorParallel final : public Strategy {
   Tensor cut(const Tensor& full, const Tensor& part, const nn::parallel::TensorSplit& split, const char* who,
              const std::string& name) const;
   Communicator& tp() const { return mesh_->comm("tp"); }
+  // The rank's parts whole (gathered over dp under ZeRO: collective), under the model's names and
+  // the optimizer's positional keys.
+  nn::StateDict local_model_state(const nn::Module& model) const;
+  optim::StateDict local_optimizer_state(const optim::Optimizer& optimizer) const;
   StateShard shard_of(const nn::StateDict& local, const std::function<const nn::parallel::TensorSplit*(
                                                       const std::string& key, const Tensor& t)>& split_for) const;
 
@@ -73,6 +96,7 @@ class TensorParallel final : public Strategy {
   ReducerOptions options_;
   std::unique_ptr<DeviceMesh> mesh_;
   std::vector<Prepared> models_;
+  std::unique_ptr<ZeroStage12> zero_;  // ZeRO over dp, or null (the Reducer)
   // Each split parameter with its split, for the norm and the optimizer's state.
   std::vector<std::pair<Tensor, nn::parallel::TensorSplit>> split_params_;
 };

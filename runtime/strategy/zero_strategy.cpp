@@ -161,6 +161,23 @@ std::vector<Tensor> ZeroStrategy::local_grads(const std::vector<Tensor>& params)
   return grads;
 }
 
+std::vector<std::pair<Tensor, Tensor>> ZeroStrategy::local_grad_runs(const std::vector<Tensor>& params) const {
+  std::unordered_set<const TensorImpl*> wanted;
+  for (const Tensor& p : params) wanted.insert(p.impl());
+  std::vector<std::pair<Tensor, Tensor>> runs;
+  NoGradGuard no_grad;
+  for (const auto& u : units_) {
+    const Tensor grad = has_own_master(*u) ? u->master.grad() : u->shard_grad;
+    if (!grad.defined()) continue;
+    for (size_t j = 0; j < u->flat->params().size(); ++j) {
+      const Tensor& p = u->flat->params()[j];
+      const FlatUnit::HeldRun run = u->flat->held_run(j);
+      if (wanted.count(p.impl()) && run.numel > 0) runs.emplace_back(p, nograd::narrow(grad, 0, run.shard_offset, run.numel));
+    }
+  }
+  return runs;
+}
+
 ZeroStrategy::HeldBytes ZeroStrategy::held_bytes() const {
   HeldBytes held;
   for (const auto& u : units_) {

@@ -42,6 +42,10 @@ class ZeroStrategy : public Strategy {
   // every norm is taken over.
   std::vector<Tensor> local_grads(const std::vector<Tensor>& params) const override;
   bool grads_replicated() const override { return false; }
+  // Per parameter of params whose elements this rank's slices hold some of: the parameter and the run
+  // of its elements in the rank's shard grad (the f32 master's grad where that is apart). For a norm
+  // that weighs parameters differently (a tensor-parallel model's split and replicated ones).
+  std::vector<std::pair<Tensor, Tensor>> local_grad_runs(const std::vector<Tensor>& params) const;
   // The ShardOptimizer's optimizer over this rank's slices.
   const optim::Optimizer& updating_optimizer(const optim::Optimizer& optimizer) const override;
   void optimizer_step(optim::Optimizer& optimizer) override;

@@ -132,6 +132,24 @@ std::string error_of(const std::function<void()>& f) {
   return "no error";
 }
 
+LedgerMarks mark_ledgers() {
+  LedgerMarks marks;
+  for (const auto& ledger : live_ledgers()) marks.emplace_back(ledger, ledger->last_seq());
+  return marks;
+}
+
+std::vector<std::string> collectives_since(const LedgerMarks& marks) {
+  std::vector<std::string> out;
+  for (const auto& ledger : live_ledgers()) {
+    uint64_t from = 0;
+    for (const auto& [known, seq] : marks)
+      if (known == ledger) from = seq;
+    for (const LedgerEntry& e : ledger->entries())
+      if (e.seq > from) out.push_back(e.op + " at " + e.site);
+  }
+  return out;
+}
+
 // A directory every rank sees: rank 0 makes it and broadcasts its name.
 std::string shared_temp_dir() {
   std::vector<int64_t> bytes(256, 0);

@@ -60,4 +60,9 @@ std::string shared_temp_dir();
 // The message of the accel::Error that f throws, or "no error".
 std::string error_of(const std::function<void()>& f);
 
+// Every collective any communicator of this process ran since marks was taken, as "op at site".
+using LedgerMarks = std::vector<std::pair<std::shared_ptr<const CollectiveLedger>, uint64_t>>;
+LedgerMarks mark_ledgers();
+std::vector<std::string> collectives_since(const LedgerMarks& marks);
+
 }  // namespace test

@@ -61,25 +61,6 @@ int64_t elements_in(const SafetensorsContents& file, const std::string& part) {
   return n;
 }
 
-// Every collective any communicator of this process ran since marks was taken, as "op at site".
-using Marks = std::vector<std::pair<std::shared_ptr<const CollectiveLedger>, uint64_t>>;
-Marks mark_ledgers() {
-  Marks marks;
-  for (const auto& ledger : live_ledgers()) marks.emplace_back(ledger, ledger->last_seq());
-  return marks;
-}
-std::vector<std::string> collectives_since(const Marks& marks) {
-  std::vector<std::string> out;
-  for (const auto& ledger : live_ledgers()) {
-    uint64_t from = 0;
-    for (const auto& [known, seq] : marks)
-      if (known == ledger) from = seq;
-    for (const LedgerEntry& e : ledger->entries())
-      if (e.seq > from) out.push_back(e.op + " at " + e.site);
-  }
-  return out;
-}
-
 void check_same_state(const nn::StateDict& got, const nn::StateDict& want) {
   REQUIRE(got.size() == want.size());
   for (size_t i = 0; i < want.size(); ++i) {
@@ -102,7 +83,7 @@ TEST_CASE("each ZeRO stage saves per-rank shards: a rank's files hold its slices
     INFO("stage ", stage, ", rank ", rank, " of ", n);
     const std::string dir = shared_temp_dir() + "/ckpt";
     Trained t = train_steps(stage, 3);
-    const Marks marks = mark_ledgers();
+    const LedgerMarks marks = mark_ledgers();
     t.accelerator->save_state(dir);
     // No all-gather, gather, broadcast or reduction: the save's barriers only.
     const std::vector<std::string> ran = collectives_since(marks);
