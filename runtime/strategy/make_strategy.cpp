@@ -21,13 +21,12 @@ std::unique_ptr<Strategy> make_strategy(const Environment& env, const EffectiveS
   if (env.world_size() % tp_size != 0)
     throw Error(fmt::format("Accelerator: tp_size {} ({}) does not divide the world size {}", tp_size,
                             settings.tp_size.source, env.world_size()));
-  // HYBRID_SHARD is stage 3, refused below with tensor parallelism as stage 3 is.
   const int hybrid_shard_size = settings.hybrid_shard_size.value;
   if (settings.hybrid_shard) check_hybrid_shard_size(hybrid_shard_size, settings.hybrid_shard_size.source, env.world_size());
-  if (tp_size > 1 && settings.zero_stage.value == 3)
-    throw Error(fmt::format("Accelerator: tp_size {} ({}) with zero_stage 3 ({}): ZeRO stage 3 (FSDP's FULL_SHARD "
-                            "and HYBRID_SHARD) over the data-parallel ranks of a tensor-parallel model is not built "
-                            "yet; stages 1 and 2 are",
+  if (tp_size > 1 && settings.hybrid_shard)
+    throw Error(fmt::format("Accelerator: tp_size {} ({}) with zero_stage 3 ({}): HYBRID_SHARD "
+                            "over the data-parallel ranks of a tensor-parallel model (a 3-D mesh) is not built yet; "
+                            "FULL_SHARD and SHARD_GRAD_OP are",
                             tp_size, settings.tp_size.source, settings.zero_stage.source));
   if (!env.comm()) return std::make_unique<SingleDevice>(env.device());
   ReducerOptions options;
@@ -40,21 +39,27 @@ std::unique_ptr<Strategy> make_strategy(const Environment& env, const EffectiveS
   // (docs/zero.md). fp8 keeps its masters whole: its FP8 Linears quantise the f32 weights themselves.
   const MixedPrecision mixed = settings.mixed_precision.value;
   const DType masters = mixed == MixedPrecision::bf16 || mixed == MixedPrecision::fp16 ? policy.compute : DType::f32;
-  if (tp_size > 1) return std::make_unique<TensorParallel>(env, tp_size, settings.dp_size, options, stage, masters);
+  // A ZeRO stage over comm: the world's data-parallel ranks, or a tensor-parallel model's dp ranks.
+  auto zero_over = [&](std::shared_ptr<Communicator> comm) -> std::unique_ptr<ZeroStrategy> {
+    std::unique_ptr<ZeroStrategy> zero;
+    if (stage == 1 || stage == 2)
+      zero = std::make_unique<ZeroStage12>(stage, env.device(), std::move(comm), policy.grad_comm,
+                                           options.bucket_cap_bytes);
+    else
+      zero = std::make_unique<ZeroStage3>(env.device(), std::move(comm), policy.grad_comm, settings.auto_wrap,
+                                          settings.reshard_after_forward);
+    zero->shard_masters_in(masters);
+    return zero;
+  };
+  if (tp_size > 1)
+    return std::make_unique<TensorParallel>(env, tp_size, settings.dp_size, options,
+                                            stage == 0 ? TensorParallel::ZeroOverDp{} : TensorParallel::ZeroOverDp(zero_over));
   if (stage == 0) return std::make_unique<DataParallel>(env, options);
-  std::unique_ptr<ZeroStrategy> zero;
-  // ZeRO's collectives get a communicator (and communication thread) of their own.
-  if (stage == 1 || stage == 2)
-    zero = std::make_unique<ZeroStage12>(stage, env.device(), env.grads_comm().dup(), policy.grad_comm,
-                                         options.bucket_cap_bytes);
-  else if (settings.hybrid_shard)
-    zero = make_hybrid_shard(env.device(),
-                             make_hybrid_mesh(env.grads_comm(), env.process(), hybrid_shard_size,
-                                              settings.hybrid_shard_size.source),
-                             policy.grad_comm, settings.auto_wrap, settings.reshard_after_forward);
-  else
-    zero = std::make_unique<ZeroStage3>(env.device(), env.grads_comm().dup(), policy.grad_comm, settings.auto_wrap,
-                                        settings.reshard_after_forward);
+  if (!settings.hybrid_shard) return zero_over(env.grads_comm().dup());  // on a communicator of its own
+  std::unique_ptr<ZeroStrategy> zero =
+      make_hybrid_shard(env.device(),
+                        make_hybrid_mesh(env.grads_comm(), env.process(), hybrid_shard_size, settings.hybrid_shard_size.source),
+                        policy.grad_comm, settings.auto_wrap, settings.reshard_after_forward);
   zero->shard_masters_in(masters);
   return zero;
 }

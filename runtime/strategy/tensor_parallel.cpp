@@ -32,17 +32,12 @@ int replicas(const Environment& env, int tp_size, int dp_size) {
 }  // namespace
 
 TensorParallel::TensorParallel(const Environment& env, int tp_size, int dp_size, const ReducerOptions& options,
-                               int zero_stage, DType masters_dtype)
+                               const ZeroOverDp& zero_over_dp)
     : env_(env), options_(options) {
-  if (zero_stage < 0 || zero_stage > 2)
-    throw Error(fmt::format("TensorParallel: zero_stage must be 0, 1 or 2 over the dp ranks, got {}", zero_stage));
   const int dp = replicas(env, tp_size, dp_size);
   mesh_ = std::make_unique<DeviceMesh>(env.grads_comm(), std::vector<MeshDim>{{"dp", dp}, {"tp", tp_size}});
-  if (zero_stage == 0) return;
   // Its collectives get a communicator (and communication thread) of their own, as the Reducer's do.
-  zero_ = std::make_unique<ZeroStage12>(zero_stage, env.device(), mesh_->comm("dp").dup(), options.comm_dtype,
-                                        options.bucket_cap_bytes);
-  zero_->shard_masters_in(masters_dtype);
+  if (zero_over_dp) zero_ = zero_over_dp(mesh_->comm("dp").dup());
 }
 
 TensorParallel::~TensorParallel() = default;

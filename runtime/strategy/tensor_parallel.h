@@ -1,11 +1,12 @@
 // TensorParallel: Megatron-LM's tensor parallelism, with data parallelism around it. The ranks form a
 // {dp, tp} mesh (tp innermost, so a group's ranks are adjacent); each tp group splits every layer of
 // the model (nn::parallel::TensorParallelModel::parallelize), and the dp replicas of a group average
-// their grads with a Reducer over the dp dimension, or, under ZeRO stage 1 or 2, shard their
-// optimizer state (and grads) over it with a ZeroStage12 of the rank's parts (Megatron's distributed
-// optimizer). docs/tensor_parallel.md shows one step.
+// their grads with a Reducer over the dp dimension, or, under ZeRO, shard the rank's parts over it
+// with a ZeroStrategy: stages 1 and 2 are Megatron's distributed optimizer, stage 3 FSDP2's 2-D
+// FSDP x TP. docs/tensor_parallel.md shows one step.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -16,19 +17,20 @@
 #include "runtime/environment.h"
 #include "runtime/strategy/reducer.h"
 #include "runtime/strategy/strategy.h"
-#include "runtime/strategy/zero_stage12.h"
+#include "runtime/strategy/zero_strategy.h"
 
 namespace accel {
 
 class TensorParallel final : public Strategy {
  public:
+  // Builds the ZeRO stage that shards the parts over the dp ranks, given its communicator.
+  using ZeroOverDp = std::function<std::unique_ptr<ZeroStrategy>(std::shared_ptr<Communicator> dp)>;
+
   // env must have a communicator and outlive the strategy. tp_size must divide the world; dp_size 0
-  // takes world / tp_size, else dp_size x tp_size must be the world. zero_stage 1 or 2: ZeRO over dp
-  // (its buckets of options.bucket_cap_bytes, its grads in options.comm_dtype, under bf16/fp16 its
-  // masters sharded: masters_dtype, see ZeroStrategy::shard_masters_in); 0: the Reducer. Collective
-  // (builds the mesh).
-  TensorParallel(const Environment& env, int tp_size, int dp_size, const ReducerOptions& options, int zero_stage = 0,
-                 DType masters_dtype = DType::f32);
+  // takes world / tp_size, else dp_size x tp_size must be the world. zero_over_dp given: ZeRO over dp
+  // (on a communicator of its own); empty: the Reducer with options. Collective (builds the mesh).
+  TensorParallel(const Environment& env, int tp_size, int dp_size, const ReducerOptions& options,
+                 const ZeroOverDp& zero_over_dp = {});
   ~TensorParallel() override;
 
   // "tensor_parallel", or "tensor_parallel+zero_1" with ZeRO over dp.
@@ -96,7 +98,7 @@ class TensorParallel final : public Strategy {
   ReducerOptions options_;
   std::unique_ptr<DeviceMesh> mesh_;
   std::vector<Prepared> models_;
-  std::unique_ptr<ZeroStage12> zero_;  // ZeRO over dp, or null (the Reducer)
+  std::unique_ptr<ZeroStrategy> zero_;  // ZeRO over dp, or null (the Reducer)
   // Each split parameter with its split, for the norm and the optimizer's state.
   std::vector<std::pair<Tensor, nn::parallel::TensorSplit>> split_params_;
 };

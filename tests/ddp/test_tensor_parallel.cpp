@@ -3,7 +3,9 @@
 // AdamW steps (losses, grad norms and the full parameters within 1e-5 relative). Also: the replicated
 // parameters' grads bitwise equal on every rank, the tp ranks of a replica fed the same batch,
 // accumulation, bf16 and fp16, gather_for_metrics, a TP=2 checkpoint (per-rank shards with global
-// offsets) resumed at TP=1 and at TP=4, the settings line, and the refusals.
+// offsets) resumed at TP=1 and at TP=4, the settings line, and the refusals. And ZeRO 1, 2 and 3 over
+// the dp ranks of the TP model against the same one process: their collectives counted, their
+// optimizer slices measured, accumulation, bf16 and fp16, and their checkpoints resumed elsewhere.
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
@@ -87,7 +89,9 @@ struct TpSpec {
   bool check_replicated = false;  // assert the replicated grads bitwise equal on every rank
   int accumulation = 1;
   std::string mixed_precision = "no";
-  int zero_stage = 0;  // 1 or 2: ZeRO over the dp ranks of the tensor-parallel model
+  int zero_stage = 0;  // 1, 2 or 3: ZeRO over the dp ranks of the tensor-parallel model
+  // Stage 3 through FSDPPlugin FULL_SHARD with these auto_wrap types (else DeepSpeedPlugin: one root unit).
+  std::vector<std::string> wrap{};
 };
 
 // Through the Accelerator with split_batches: each global batch of 4 split between the dp replicas.
@@ -97,7 +101,9 @@ Run accelerated_run(const TpSpec& spec) {
   o.gradient_accumulation_steps = spec.accumulation;
   o.mixed_precision = spec.mixed_precision;
   if (spec.tp_size > 1) o.parallelism_config = ParallelismConfig{.tp_size = spec.tp_size};
-  if (spec.zero_stage > 0)
+  if (!spec.wrap.empty())
+    o.fsdp_plugin = FSDPPlugin{.sharding_strategy = ShardingStrategy::full_shard, .auto_wrap = {.module_types = spec.wrap}};
+  else if (spec.zero_stage > 0)
     o.deepspeed_plugin = DeepSpeedPlugin{.zero_stage = spec.zero_stage, .gradient_accumulation_steps = std::nullopt};
   Accelerator accelerator(o);
   auto model = make_gpt(31 + static_cast<uint64_t>(world()->rank()));  // prepare takes rank 0's
@@ -278,7 +284,7 @@ int64_t count_of(const std::vector<std::string>& collectives, const std::string&
                        [&](const std::string& c) { return c.rfind(prefix, 0) == 0; });
 }
 
-TEST_CASE("ZeRO 1 and 2 over the dp ranks of a TP model equal one process, with 1/dp of the optimizer state") {
+TEST_CASE("ZeRO 1, 2 and 3 over the dp ranks of a TP model equal one process, with 1/dp of the optimizer state") {
   if (tp_sizes().empty()) return;  // one rank has no tensor parallelism; the np 2 and np 4 runs check it
   const Run expected = reference_run(10);
   for (int tp : tp_sizes())
@@ -303,36 +309,70 @@ TEST_CASE("ZeRO 1 and 2 over the dp ranks of a TP model equal one process, with 
     }
 }
 
+TEST_CASE("ZeRO 3 over the dp ranks of a TP model equals one process: its units, gathers and reduce-scatters counted") {
+  if (tp_sizes().empty()) return;  // one rank has no tensor parallelism; the np 2 and np 4 runs check it
+  const Run expected = reference_run(10);
+  for (int tp : tp_sizes())
+    for (const bool wrap : {false, true}) {
+      const int dp = world()->size() / tp;
+      INFO("zero_stage 3 over dp ", dp, " x tp_size ", tp,
+           std::string(wrap ? ", FSDP, each ParallelGPTBlock a unit" : ", DeepSpeed's default units"));
+      TpSpec spec{.tp_size = tp, .zero_stage = 3};
+      if (wrap) spec.wrap = {"ParallelGPTBlock"};
+      const Run run = accelerated_run(spec);
+      check_close(run.losses, expected.losses, "losses");
+      check_close(run.norms, expected.norms, "grad norms");
+      check_params(run.params, expected.params);
+      // The blocks and the root (wte, wpe, ln_f); or by default every module that owns parameters: 6 in
+      // each block, wpe, ln_f, and the root with wte.weight, which the tied head reads itself.
+      const int units = wrap ? 3 : 2 * 6 + 3;
+      CHECK(run.updated_numel * dp >= run.local_numel);
+      CHECK(run.updated_numel * dp < run.local_numel + units * dp);
+      // Per step and unit one reduce-scatter; the root is gathered once (it stays whole from the
+      // forward to the end of the backward), every other unit before its forward and again for its
+      // backward.
+      const auto& c = run.collectives;
+      CHECK(count_of(c, "reduce_scatter at zero reduce-scatter of") == 10 * units);
+      CHECK(count_of(c, "all_gather at zero all-gather unit") == 10 * (1 + 2 * (units - 1)));
+      CHECK(count_of(c, "all_reduce at reducer") == 0);
+    }
+}
+
 TEST_CASE("ZeRO over the dp ranks of a TP model: accumulation equals one process, bf16 and fp16 train") {
   if (tp_sizes().empty()) return;  // one rank has no tensor parallelism; the np 2 and np 4 runs check it
   const Run windows = reference_run(5, 2 * kGlobalBatch);  // 5 windows of 2 micro-batches of 4
-  for (int stage : {1, 2}) {
+  for (int stage : {1, 2, 3}) {
     INFO("zero_stage ", stage, ", tp_size 2 of ", world()->size(), " ranks, 2 micro-batches per step");
     const Run run = accelerated_run({.tp_size = 2, .accumulation = 2, .zero_stage = stage});
     check_close(run.norms, windows.norms, "grad norms");
     check_params(run.params, windows.params);
-    // The early micro-step of a window sends nothing.
-    CHECK(count_of(run.collectives, "reduce_scatter at zero") == 5);
+    // Stages 1 and 2 send nothing on the early micro-step of a window; stage 3 reduce-scatters every
+    // backward (its 15 units, see above), having no whole grads to keep.
+    CHECK(count_of(run.collectives, "reduce_scatter at zero") == (stage == 3 ? 10 * 15 : 5));
   }
   const Run expected = reference_run(10);
-  for (const char* precision : {"bf16", "fp16"}) {
-    INFO(precision, ", zero_stage 2, tp_size 2 of ", world()->size(), " ranks");
-    const Run run = accelerated_run({.tp_size = 2, .mixed_precision = precision, .zero_stage = 2});
+  for (const auto& [precision, stage] : std::vector<std::pair<std::string, int>>{{"bf16", 2}, {"fp16", 2}, {"bf16", 3}}) {
+    INFO(precision, ", zero_stage ", stage, ", tp_size 2 of ", world()->size(), " ranks");
+    const Run run = accelerated_run({.tp_size = 2, .mixed_precision = precision, .zero_stage = stage});
     REQUIRE(run.losses.size() == expected.losses.size());
     for (size_t i = 0; i < run.losses.size(); ++i)
       CHECK(std::abs(run.losses[i] - expected.losses[i]) <= 1e-2 * expected.losses[i]);
     CHECK(run.losses.back() < run.losses.front());
-    // The f32 masters exist only as the rank's slices: the model's parts hold 16-bit values.
-    CHECK(run.updated_numel == (run.local_numel + world()->size() / 2 - 1) / (world()->size() / 2));
+    // The f32 masters exist only as the rank's slices.
+    const int dp = world()->size() / 2;
+    CHECK(run.updated_numel * dp >= run.local_numel);
+    CHECK(run.updated_numel * dp < run.local_numel + 15 * dp);
   }
 }
 
-TEST_CASE("a TP=2 x ZeRO checkpoint resumes at TP=1, at TP=2 without ZeRO and under the other stage") {
+TEST_CASE("a TP=2 x ZeRO checkpoint resumes at TP=1, at TP=2 without ZeRO and under the other stages") {
   const int world_size = world()->size();
   if (world_size < 2) return;  // TP=2 needs 2 ranks; the np 2 and np 4 runs check it
   const Run expected = reference_run(10);
-  const std::string dir = shared_temp_dir() + "/tp2_zero1";
-  const Run saved = accelerated_run({.tp_size = 2, .until = 5, .save_dir = dir, .zero_stage = 1});
+  for (int saved_stage : {1, 3}) {
+  INFO("saved under zero_stage ", saved_stage);
+  const std::string dir = shared_temp_dir() + fmt::format("/tp2_zero{}", saved_stage);
+  const Run saved = accelerated_run({.tp_size = 2, .until = 5, .save_dir = dir, .zero_stage = saved_stage});
   // One shard file per tp rank, the parts whole (gathered over dp), written by the first replica.
   if (world()->rank() == 0) {
     namespace fs = std::filesystem;
@@ -343,11 +383,12 @@ TEST_CASE("a TP=2 x ZeRO checkpoint resumes at TP=1, at TP=2 without ZeRO and un
   struct Resume {
     int tp, stage;
   };
-  for (const Resume at : {Resume{1, 0}, Resume{2, 0}, Resume{2, 2}}) {
+  for (const Resume at : {Resume{1, 0}, Resume{2, 0}, Resume{2, 2}, Resume{2, 3}}) {
     INFO("resumed at tp_size ", at.tp, ", zero_stage ", at.stage, " on ", world_size, " ranks");
     const Run resumed = accelerated_run({.tp_size = at.tp, .from = 5, .until = 10, .load_dir = dir, .zero_stage = at.stage});
     check_close(resumed.losses, std::vector<double>(expected.losses.begin() + 5, expected.losses.end()), "losses");
     check_params(resumed.params, expected.params);
+  }
   }
 }
 
@@ -363,12 +404,10 @@ TEST_CASE("tp_size shows in the settings line, and bad sizes and models are refu
         fmt::format("TensorParallel: dp_size {} x tp_size 2 is {}, but the world size is {}", world_size,
                     2 * world_size, world_size));
   o.parallelism_config = ParallelismConfig{.tp_size = 2};
-  o.deepspeed_plugin = DeepSpeedPlugin{.zero_stage = 3, .gradient_accumulation_steps = std::nullopt};
-  CHECK(error_of([&] { Accelerator accelerator(o); }) ==
-        "Accelerator: tp_size 2 (code) with zero_stage 3 (code): ZeRO stage 3 (FSDP's FULL_SHARD and HYBRID_SHARD) "
-        "over the data-parallel ranks of a tensor-parallel model is not built yet; stages 1 and 2 are");
-  o.deepspeed_plugin = DeepSpeedPlugin{.zero_stage = 1, .gradient_accumulation_steps = std::nullopt};
-  CHECK(Accelerator(o).strategy().name() == "tensor_parallel+zero_1");
+  for (int stage : {1, 2, 3}) {
+    o.deepspeed_plugin = DeepSpeedPlugin{.zero_stage = stage, .gradient_accumulation_steps = std::nullopt};
+    CHECK(Accelerator(o).strategy().name() == fmt::format("tensor_parallel+zero_{}", stage));
+  }
   o.deepspeed_plugin.reset();
   Accelerator accelerator(o);
   CHECK(accelerator.settings().describe().find(", tp_size=2 (code)") != std::string::npos);
@@ -381,6 +420,16 @@ TEST_CASE("tp_size shows in the settings line, and bad sizes and models are refu
       nn::GPTConfig{.vocab_size = 30, .block_size = 8, .n_layer = 1, .n_head = 3, .n_embd = 12}, gen);
   CHECK(error_of([&] { accelerator.prepare(odd); }) ==
         "GPT::parallelize: n_head 3 is not a multiple of the tensor-parallel size 2");
+  // Stage 3 wraps the split model, whose blocks are ParallelGPTBlocks.
+  {
+    AcceleratorOptions fsdp = o;
+    fsdp.fsdp_plugin = FSDPPlugin{.sharding_strategy = ShardingStrategy::full_shard, .auto_wrap = {.module_types = {"GPTBlock"}}};
+    Accelerator sharded(fsdp);
+    const std::string error = error_of([&] { sharded.prepare(make_gpt(5)); });
+    CHECK(error.find("auto_wrap: FSDPPlugin auto_wrap.module_types names 'GPTBlock', which matches no module of this "
+                     "GPT (its module types: ") == 0);
+    CHECK(error.find("ParallelGPTBlock") != std::string::npos);
+  }
   // A checkpoint's tensor of another model's size.
   auto model = make_gpt(5);
   auto net = accelerator.prepare(model);

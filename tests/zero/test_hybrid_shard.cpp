@@ -413,9 +413,9 @@ TEST_CASE("bad HYBRID_SHARD configurations name both settings") {
   AcceleratorOptions tp = hybrid_options(1);
   tp.parallelism_config = ParallelismConfig{.tp_size = 2};
   CHECK(error_of([&] { Accelerator a(tp); }) ==
-        "Accelerator: tp_size 2 (code) with zero_stage 3 (code, sharding_strategy HYBRID_SHARD): ZeRO stage 3 "
-        "(FSDP's FULL_SHARD and HYBRID_SHARD) over the data-parallel ranks of a tensor-parallel model is not built "
-        "yet; stages 1 and 2 are");
+        "Accelerator: tp_size 2 (code) with zero_stage 3 (code, sharding_strategy HYBRID_SHARD): HYBRID_SHARD over "
+        "the data-parallel ranks of a tensor-parallel model (a 3-D mesh) is not built yet; FULL_SHARD and "
+        "SHARD_GRAD_OP are");
 }
 
 }  // namespace test
