@@ -9,6 +9,7 @@
 
 #include "kernels/error.h"
 #include "runtime/accelerate_names.h"
+#include "runtime/sharding_plugins.h"
 
 namespace accel {
 
@@ -75,13 +76,44 @@ void read_deepspeed(const YAML::Node& block, const std::string& source, Accelera
   }
 }
 
-// fsdp_config: the sharding strategy by name or number, or FSDP2's reshard flag; FULL_SHARD when absent.
+// fsdp_config's units: fsdp_auto_wrap_policy says which of the two keys FSDP reads (both without it).
+// The other is ignored, as FSDP ignores it, and so are NO_WRAP (stage 3 here always makes units) and
+// all of them under a strategy other than stage 3, which has no units (as FSDP's SHARD_GRAD_OP
+// keeps its wrapping only for where it reduces).
+void read_fsdp_auto_wrap(const std::map<std::string, YAML::Node>& keys, bool stage3, const std::string& source,
+                         AccelerateTranslation& out) {
+  const bool has_policy = keys.count("fsdp_auto_wrap_policy") > 0;
+  const YAML::Node policy = has_policy ? keys.at("fsdp_auto_wrap_policy") : YAML::Node();
+  const std::string name = has_policy ? scalar_or_empty(policy) : "";
+  if (has_policy && name != "TRANSFORMER_BASED_WRAP" && name != "SIZE_BASED_WRAP" && name != "NO_WRAP")
+    fail(source, policy, fmt::format("fsdp_config.fsdp_auto_wrap_policy must be TRANSFORMER_BASED_WRAP, SIZE_BASED_WRAP "
+                                     "or NO_WRAP, got '{}'",
+                                     name));
+  if (stage3 && name == "TRANSFORMER_BASED_WRAP" && !keys.count("fsdp_transformer_layer_cls_to_wrap"))
+    fail(source, policy, "fsdp_config.fsdp_auto_wrap_policy TRANSFORMER_BASED_WRAP needs "
+                         "fsdp_transformer_layer_cls_to_wrap (accel cannot read a model's _no_split_modules)");
+  if (stage3 && name == "SIZE_BASED_WRAP" && !keys.count("fsdp_min_num_params"))
+    fail(source, policy, "fsdp_config.fsdp_auto_wrap_policy SIZE_BASED_WRAP needs fsdp_min_num_params");
+  for (const auto& [key, value] : keys) {
+    const bool read = stage3 && ((key == "fsdp_transformer_layer_cls_to_wrap" && name != "SIZE_BASED_WRAP" && name != "NO_WRAP") ||
+                                 (key == "fsdp_min_num_params" && name != "TRANSFORMER_BASED_WRAP" && name != "NO_WRAP"));
+    if (read) out.accel_keys[key] = value;
+    else if (key != "fsdp_auto_wrap_policy" || name == "NO_WRAP" || !stage3) out.ignored_keys.push_back("fsdp_config." + key);
+  }
+}
+
+// fsdp_config: the sharding strategy by name or number, or FSDP2's reshard flag (FULL_SHARD when
+// absent), and the units.
 void read_fsdp(const YAML::Node& block, const std::string& source, AccelerateTranslation& out) {
   std::string strategy = "FULL_SHARD";
   bool named = false;
+  std::map<std::string, YAML::Node> wrap_keys;
   for (const auto& [key, value] : entries(block, source)) {
     const std::string text = scalar_or_empty(value);
-    if (key == "fsdp_sharding_strategy" && !value.IsNull()) {
+    if ((key == "fsdp_auto_wrap_policy" || key == "fsdp_transformer_layer_cls_to_wrap" ||
+         key == "fsdp_min_num_params") && !value.IsNull()) {
+      wrap_keys[key] = value;
+    } else if (key == "fsdp_sharding_strategy" && !value.IsNull()) {
       const std::optional<std::string> name = accelerate_sharding_strategy(text);
       if (!name)
         fail(source, value, fmt::format("fsdp_config.fsdp_sharding_strategy must be FULL_SHARD, SHARD_GRAD_OP, "
@@ -103,6 +135,8 @@ void read_fsdp(const YAML::Node& block, const std::string& source, AccelerateTra
   }
   YAML::Node node(strategy);
   out.accel_keys["fsdp_sharding_strategy"] = node;
+  const std::optional<ShardingStrategy> sharding = value_in(kShardingStrategyNames, strategy);
+  read_fsdp_auto_wrap(wrap_keys, sharding && zero_stage_of(*sharding) == 3, source, out);
 }
 
 // fp8_config: the Transformer Engine recipe's keys under accel's fp8_* names. Both spellings of the

@@ -13,13 +13,15 @@ namespace accel {
 
 namespace {
 
-constexpr std::array<EnvironmentAlias, 11> kAliases{{
+constexpr std::array<EnvironmentAlias, 13> kAliases{{
     {"ACCELERATE_MIXED_PRECISION", "ACCEL_MIXED_PRECISION", nullptr, ""},
     {"ACCELERATE_GRADIENT_ACCUMULATION_STEPS", "ACCEL_GRADIENT_ACCUMULATION_STEPS", nullptr, ""},
     {"ACCELERATE_USE_CPU", "ACCEL_USE_CPU", nullptr, "switch"},
     {"ACCELERATE_DEBUG_MODE", "ACCEL_DEBUG", nullptr, "switch"},
     {"ACCELERATE_DEEPSPEED_ZERO_STAGE", "ACCEL_ZERO_STAGE", "ACCELERATE_USE_DEEPSPEED", ""},
     {"FSDP_SHARDING_STRATEGY", "ACCEL_FSDP_SHARDING_STRATEGY", "ACCELERATE_USE_FSDP", "fsdp"},
+    {"FSDP_TRANSFORMER_CLS_TO_WRAP", "ACCEL_FSDP_TRANSFORMER_CLS_TO_WRAP", "ACCELERATE_USE_FSDP", ""},
+    {"FSDP_MIN_NUM_PARAMS", "ACCEL_FSDP_MIN_NUM_PARAMS", "ACCELERATE_USE_FSDP", ""},
     {"PARALLELISM_CONFIG_TP_SIZE", "ACCEL_TP_SIZE", nullptr, ""},
     // TERecipeKwargs reads these; it upper-cases the format and lower-cases the algorithm first.
     {"ACCELERATE_FP8_FORMAT", "ACCEL_FP8_FORMAT", nullptr, "upper"},

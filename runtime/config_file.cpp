@@ -87,6 +87,25 @@ std::vector<std::string> as_tracker_list(const std::string& source, const std::s
   return *names;
 }
 
+// Module type names: a YAML sequence, or one string of names separated by commas; null or "": none.
+std::vector<std::string> as_module_types(const std::string& source, const std::string& key, const YAML::Node& value) {
+  std::string text;
+  if (value.IsSequence()) {
+    for (const auto& item : value) {
+      if (!item.IsScalar()) fail(source, item, fmt::format("{} must list module type names, got a non-scalar", key));
+      text += (text.empty() ? "" : ",") + item.Scalar();
+    }
+  } else if (value.IsScalar()) {
+    text = value.Scalar();
+  } else if (!value.IsNull()) {
+    fail(source, value, fmt::format("{} must be a list of module type names", key));
+  }
+  if (text.empty()) return {};
+  const std::optional<std::vector<std::string>> names = parse_module_types(text);
+  if (!names) fail(source, value, fmt::format("{} must be module type names separated by commas, got '{}'", key, text));
+  return *names;
+}
+
 using Setter = std::function<void(ConfigFile&, const std::string&, const YAML::Node&)>;
 
 const std::map<std::string, Setter>& setters() {
@@ -114,6 +133,12 @@ const std::map<std::string, Setter>& setters() {
        }},
       {"fsdp_hybrid_shard_size", [](ConfigFile& c, const std::string& s, const YAML::Node& v) {
          c.fsdp_hybrid_shard_size = as_int(s, "fsdp_hybrid_shard_size", v, 0, kMaxProcesses);
+       }},
+      {"fsdp_transformer_layer_cls_to_wrap", [](ConfigFile& c, const std::string& s, const YAML::Node& v) {
+         c.fsdp_transformer_layer_cls_to_wrap = as_module_types(s, "fsdp_transformer_layer_cls_to_wrap", v);
+       }},
+      {"fsdp_min_num_params", [](ConfigFile& c, const std::string& s, const YAML::Node& v) {
+         c.fsdp_min_num_params = as_int(s, "fsdp_min_num_params", v, 0);
        }},
       {"log_with", [](ConfigFile& c, const std::string& s, const YAML::Node& v) { c.log_with = as_tracker_list(s, "log_with", v); }},
       {"debug", [](ConfigFile& c, const std::string& s, const YAML::Node& v) { c.debug = as_bool(s, "debug", v); }},
@@ -199,6 +224,13 @@ void validate_config(const ConfigFile& c, const std::string& source) {
   if (c.fsdp_hybrid_shard_size != 0 && c.num_processes % c.fsdp_hybrid_shard_size != 0)
     throw Error(fmt::format("{}: fsdp_hybrid_shard_size {} does not divide num_processes {}", source,
                             c.fsdp_hybrid_shard_size, c.num_processes));
+  const bool wraps = !c.fsdp_transformer_layer_cls_to_wrap.empty() || c.fsdp_min_num_params != 0;
+  const std::optional<ShardingStrategy> fsdp = value_in(kShardingStrategyNames, c.fsdp_sharding_strategy);
+  if (wraps && !(fsdp && zero_stage_of(*fsdp) == 3) && c.zero_stage != 3)
+    throw Error(fmt::format("{}: fsdp_transformer_layer_cls_to_wrap and fsdp_min_num_params choose stage 3's units, but "
+                            "the sharding is zero_stage {}, fsdp_sharding_strategy '{}'; give FULL_SHARD or "
+                            "HYBRID_SHARD (or zero_stage 3), or leave them out",
+                            source, c.zero_stage, c.fsdp_sharding_strategy));
   if (c.zero_stage != 0 && !c.fsdp_sharding_strategy.empty())
     throw Error(fmt::format("{}: zero_stage {} and fsdp_sharding_strategy {} are two ways to shard; give one", source,
                             c.zero_stage, c.fsdp_sharding_strategy));
@@ -261,6 +293,10 @@ std::string to_yaml(const ConfigFile& c) {
       "zero_stage: {}\n"
       "fsdp_sharding_strategy: {}\n"
       "fsdp_hybrid_shard_size: {}\n"
+      "# Stage 3's units: these module types ([]: none), and modules of at least fsdp_min_num_params parameters\n"
+      "# (0: none); with neither, every module that owns parameters.\n"
+      "fsdp_transformer_layer_cls_to_wrap: [{}]\n"
+      "fsdp_min_num_params: {}\n"
       "# Tensor parallelism: ranks per group sharing each layer (1: none); it divides num_processes.\n"
       "tp_size: {}\n"
       "# Trackers of logged values (docs/tracking.md): jsonl, csv, tensorboard, all.\n"
@@ -281,7 +317,7 @@ std::string to_yaml(const ConfigFile& c) {
       c.environment, c.num_machines, c.num_processes, c.machine_rank, yaml_quoted(c.main_process_ip),
       c.main_process_port, yaml_quoted(c.hostfile), name_of(c.mixed_precision), c.gradient_accumulation_steps,
       c.use_cpu ? "true" : "false", name_of(c.backend), c.zero_stage, yaml_quoted(c.fsdp_sharding_strategy),
-      c.fsdp_hybrid_shard_size, c.tp_size,
+      c.fsdp_hybrid_shard_size, fmt::join(c.fsdp_transformer_layer_cls_to_wrap, ", "), c.fsdp_min_num_params, c.tp_size,
       fmt::join(c.log_with, ", "), c.sanity_check ? "true" : "false", c.debug ? "true" : "false", c.timeout,
       name_in(fp8::kFormatNames, c.fp8_format), c.fp8_margin, c.fp8_amax_history_len,
       name_in(fp8::kAmaxAlgorithmNames, c.fp8_amax_compute_algo), c.fp8_include_first_last ? "true" : "false");

@@ -51,6 +51,10 @@ struct ConfigFile {
   std::string fsdp_sharding_strategy;
   // HYBRID_SHARD's ranks per shard group (0: the ranks of one node); HYBRID_SHARD only.
   int fsdp_hybrid_shard_size = 0;
+  // Stage 3's units (FSDPPlugin's auto_wrap): module type names, and a minimum parameter count (0:
+  // not used); both empty: every module that owns parameters.
+  std::vector<std::string> fsdp_transformer_layer_cls_to_wrap;
+  int64_t fsdp_min_num_params = 0;
   // Ranks per tensor-parallel group (docs/tensor_parallel.md); 1: none.
   int tp_size = 1;
   // Trackers (docs/tracking.md): jsonl, csv, tensorboard or all; empty: none.

@@ -150,7 +150,6 @@ void resolve_sharding(const AcceleratorOptions& o, const Env& env, const std::op
     text = std::to_string(o.deepspeed_plugin->zero_stage), source = "code", s.sharding_via = "deepspeed";
   } else if (o.fsdp_plugin) {
     fsdp = o.fsdp_plugin->sharding_strategy, source = "code", s.sharding_via = "fsdp";
-    s.auto_wrap = o.fsdp_plugin->auto_wrap;
     s.reshard_after_forward = o.fsdp_plugin->reshard_after_forward;
   } else if (env_stage) {
     text = *env_stage, source = "environment " + stage_var->name, s.sharding_via = "deepspeed";
@@ -175,6 +174,51 @@ void resolve_sharding(const AcceleratorOptions& o, const Env& env, const std::op
   if (!stage)
     throw Error(fmt::format("Accelerator: zero_stage '{}' from {} is not valid; expected 0, 1, 2 or 3", text, source));
   s.zero_stage = {*stage, fsdp ? fmt::format("{}, sharding_strategy {}", source, name_of(*fsdp)) : source};
+}
+
+// Stage 3's units: FSDPPlugin's auto_wrap when the plugin is given in code; else
+// ACCEL_FSDP_TRANSFORMER_CLS_TO_WRAP (module type names, comma-separated) and ACCEL_FSDP_MIN_NUM_PARAMS
+// (or Accelerate's FSDP_* names), either or both; else the config file's; else every module that
+// owns parameters. Given for a sharding other than stage 3 it is an error naming both.
+void resolve_auto_wrap(const AcceleratorOptions& o, const Env& env, const std::optional<ConfigFile>& file,
+                       EffectiveSettings& s) {
+  s.auto_wrap = {AutoWrapPolicy{}, "default"};
+  if (o.fsdp_plugin) {
+    s.auto_wrap = {o.fsdp_plugin->auto_wrap, "code"};
+    return;  // the plugin's sharding strategy and units come together
+  }
+  const std::optional<EnvironmentValue> types = setting_variable(env, "ACCEL_FSDP_TRANSFORMER_CLS_TO_WRAP");
+  const std::optional<EnvironmentValue> count = setting_variable(env, "ACCEL_FSDP_MIN_NUM_PARAMS");
+  AutoWrapPolicy policy;
+  std::vector<std::string> sources;
+  if (types) {
+    const std::optional<std::vector<std::string>> names = parse_module_types(types->value);
+    if (!names)
+      throw Error(fmt::format("Accelerator: fsdp_transformer_layer_cls_to_wrap '{}' from environment {} is not valid; "
+                              "expected module type names separated by commas",
+                              types->value, types->name));
+    policy.module_types = *names;
+    sources.push_back("environment " + types->name);
+  }
+  if (count) {
+    const std::optional<int> n = parse_positive_int(count->value);
+    if (!n)
+      throw Error(fmt::format("Accelerator: fsdp_min_num_params '{}' from environment {} is not valid; expected an "
+                              "integer >= 1",
+                              count->value, count->name));
+    policy.min_num_params = *n;
+    sources.push_back("environment " + count->name);
+  }
+  if (sources.empty() && file && (!file->fsdp_transformer_layer_cls_to_wrap.empty() || file->fsdp_min_num_params > 0)) {
+    policy = {file->fsdp_transformer_layer_cls_to_wrap, file->fsdp_min_num_params};
+    sources.push_back("config file");
+  }
+  if (sources.empty()) return;
+  s.auto_wrap = {policy, fmt::format("{}", fmt::join(sources, ", "))};
+  if (s.zero_stage.value != 3)
+    throw Error(fmt::format("Accelerator: auto_wrap {} ({}) chooses stage 3's units, but the sharding is zero_stage {} "
+                            "({}); give FULL_SHARD or HYBRID_SHARD (or zero_stage 3), or leave it out",
+                            policy.describe(), s.auto_wrap.source, s.zero_stage.value, s.zero_stage.source));
 }
 
 std::optional<int> parse_non_negative_int(const std::string& s) {
@@ -300,6 +344,12 @@ std::string describe_trackers(const EffectiveSettings& s) {
   return fmt::format(", log_with={} ({})", fmt::join(names, ","), source);
 }
 
+// ", auto_wrap=GPTBlock (code)" under stage 3 when the units were chosen, else nothing.
+std::string describe_auto_wrap(const EffectiveSettings& s) {
+  if (s.zero_stage.value != 3 || s.auto_wrap.value.is_default()) return "";
+  return fmt::format(", auto_wrap={} ({})", s.auto_wrap.value.describe(), s.auto_wrap.source);
+}
+
 // ", hybrid_shard_size=2 (code)" under HYBRID_SHARD, else nothing.
 std::string describe_hybrid_shard(const EffectiveSettings& s) {
   if (!s.hybrid_shard) return "";
@@ -342,8 +392,8 @@ std::string EffectiveSettings::describe() const {
       check.value ? fmt::format(", check=true ({})", check.source) : "",
       trace_dir.value.empty() ? "" : fmt::format(", trace={} ({})", trace_dir.value, trace_dir.source),
       mixed_precision.value == MixedPrecision::fp8 ? fmt::format(", fp8_recipe={}", fp8.describe()) : "",
-      zero_stage.value == 0 ? "" : fmt::format(", zero_stage={} ({}){}", zero_stage.value, zero_stage.source,
-                                               describe_hybrid_shard(*this)),
+      zero_stage.value == 0 ? "" : fmt::format(", zero_stage={} ({}){}{}", zero_stage.value, zero_stage.source,
+                                               describe_auto_wrap(*this), describe_hybrid_shard(*this)),
       tp_size.value == 1 ? "" : fmt::format(", tp_size={} ({})", tp_size.value, tp_size.source),
       describe_trackers(*this),
       config_path.empty() ? "" : fmt::format(", config file {}", config_path));
@@ -416,6 +466,7 @@ EffectiveSettings resolve_settings(const AcceleratorOptions& o, const Env& env) 
       env);
   resolve_fp8(o, env, file, s);
   resolve_sharding(o, env, file, s);
+  resolve_auto_wrap(o, env, file, s);
   resolve_hybrid_shard_size(o, env, file, s);
   // Under ZeRO with bf16/fp16 the grads are 16-bit, and by default they travel so, as DeepSpeed's
   // communication_data_type and FSDP's reduce_dtype do; a grad_comm_dtype f32 given anywhere

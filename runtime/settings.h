@@ -170,7 +170,7 @@ struct EffectiveSettings {
   // 0 (plain data parallel) to 3; from a DeepSpeedPlugin's zero_stage or an FSDPPlugin's strategy.
   Setting<int> zero_stage;
   std::string sharding_via;  // "deepspeed", "fsdp", or "" with neither
-  AutoWrapPolicy auto_wrap;  // FSDP's units (stage 3)
+  Setting<AutoWrapPolicy> auto_wrap;  // stage 3's units
   bool reshard_after_forward = true;
   // FSDP's HYBRID_SHARD: stage 3 within each shard group, replicated across the groups; and its ranks
   // per shard group (0: the ranks of one node).

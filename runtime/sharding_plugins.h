@@ -59,7 +59,15 @@ struct DeepSpeedPlugin {
 struct AutoWrapPolicy {
   std::vector<std::string> module_types{};  // e.g. {"GPTBlock"}
   int64_t min_num_params = 0;             // 0: not used
+
+  bool is_default() const { return module_types.empty() && min_num_params == 0; }
+  // "GPTBlock", "min_num_params 100000", both joined by ", ", or "every module that owns parameters".
+  std::string describe() const;
 };
+
+// Module type names separated by commas, as Accelerate's fsdp_transformer_layer_cls_to_wrap: "GPTBlock"
+// or "GPTBlock, MLP". nullopt when a name is empty.
+std::optional<std::vector<std::string>> parse_module_types(const std::string& text);
 
 // PyTorch FSDP, as Accelerate's FullyShardedDataParallelPlugin.
 struct FSDPPlugin {

@@ -34,6 +34,9 @@ std::vector<std::pair<std::string, std::string>> settings_environment(const Conf
   if (!c.fsdp_sharding_strategy.empty()) out.emplace_back("ACCEL_FSDP_SHARDING_STRATEGY", c.fsdp_sharding_strategy);
   if (c.fsdp_hybrid_shard_size != 0)
     out.emplace_back("ACCEL_FSDP_HYBRID_SHARD_SIZE", std::to_string(c.fsdp_hybrid_shard_size));
+  if (!c.fsdp_transformer_layer_cls_to_wrap.empty())
+    out.emplace_back("ACCEL_FSDP_TRANSFORMER_CLS_TO_WRAP", fmt::format("{}", fmt::join(c.fsdp_transformer_layer_cls_to_wrap, ",")));
+  if (c.fsdp_min_num_params != 0) out.emplace_back("ACCEL_FSDP_MIN_NUM_PARAMS", std::to_string(c.fsdp_min_num_params));
   if (c.tp_size != 1) out.emplace_back("ACCEL_TP_SIZE", std::to_string(c.tp_size));
   if (!c.log_with.empty()) out.emplace_back("ACCEL_LOG_WITH", fmt::format("{}", fmt::join(c.log_with, ",")));
   if (c.debug) out.emplace_back("ACCEL_DEBUG", "1");

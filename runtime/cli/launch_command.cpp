@@ -61,6 +61,16 @@ LaunchCommand::LaunchCommand(CLI::App& app) {
                       "With --fsdp_sharding_strategy HYBRID_SHARD: ranks per shard group, dividing the process "
                       "count (default: the ranks of one machine)")
       ->check(CLI::NonNegativeNumber);
+  launch_->add_option("--fsdp_auto_wrap_policy", auto_wrap_policy_,
+                      "With --use_fsdp: TRANSFORMER_BASED_WRAP (with --fsdp_transformer_layer_cls_to_wrap) or "
+                      "SIZE_BASED_WRAP (with --fsdp_min_num_params); accepted for Accelerate's command lines, the "
+                      "two flags decide")
+      ->check(CLI::IsMember({"TRANSFORMER_BASED_WRAP", "SIZE_BASED_WRAP", "NO_WRAP"}));
+  launch_->add_option("--fsdp_transformer_layer_cls_to_wrap", wrap_types_,
+                      "With --use_fsdp: module types (comma-separated, e.g. GPTBlock) that become stage 3 units");
+  launch_->add_option("--fsdp_min_num_params", min_num_params_,
+                      "With --use_fsdp: modules of at least this many parameters become stage 3 units")
+      ->check(CLI::PositiveNumber);
   // Accelerate's ParallelismConfig field, under the flag name its launcher takes too.
   launch_->add_option("--tp_size,--parallelism_config_tp_size", tp_size_,
                       "Tensor parallelism: ranks per group sharing each layer; divides the process count "
@@ -103,11 +113,18 @@ void LaunchCommand::apply_sharding_flags(ConfigFile& c) const {
     c.zero_stage = zero_stage_ >= 0 ? zero_stage_ : 2;  // DeepSpeedPlugin's default
     c.fsdp_sharding_strategy.clear();
     c.fsdp_hybrid_shard_size = 0;
+    c.fsdp_transformer_layer_cls_to_wrap.clear();
+    c.fsdp_min_num_params = 0;
   }
   if (use_fsdp_) {
     c.fsdp_sharding_strategy = fsdp_strategy_.empty() ? "FULL_SHARD" : fsdp_strategy_;
     c.zero_stage = 0;
     if (!is_hybrid(c.fsdp_sharding_strategy)) c.fsdp_hybrid_shard_size = 0;
+    // The config file's units belong to its stage 3; a flag's other strategy has none.
+    if (zero_stage_of(*value_in(kShardingStrategyNames, c.fsdp_sharding_strategy)) != 3) {
+      c.fsdp_transformer_layer_cls_to_wrap.clear();
+      c.fsdp_min_num_params = 0;
+    }
   }
   if (hybrid_shard_size_ >= 0) {
     if (!is_hybrid(c.fsdp_sharding_strategy))
@@ -116,9 +133,39 @@ void LaunchCommand::apply_sharding_flags(ConfigFile& c) const {
                               hybrid_shard_size_, c.fsdp_sharding_strategy));
     c.fsdp_hybrid_shard_size = hybrid_shard_size_;
   }
+  apply_auto_wrap_flags(c);
   if (c.fsdp_hybrid_shard_size > 0 && c.num_processes % c.fsdp_hybrid_shard_size != 0)
     throw Error(fmt::format("accel launch: fsdp_hybrid_shard_size {} does not divide the {} processes",
                             c.fsdp_hybrid_shard_size, c.num_processes));
+}
+
+void LaunchCommand::apply_auto_wrap_flags(ConfigFile& c) const {
+  if (auto_wrap_policy_.empty() && wrap_types_.empty() && min_num_params_ == 0) return;
+  const std::optional<ShardingStrategy> fsdp = value_in(kShardingStrategyNames, c.fsdp_sharding_strategy);
+  if (!fsdp || zero_stage_of(*fsdp) != 3)
+    throw Error(fmt::format("accel launch: --fsdp_auto_wrap_policy, --fsdp_transformer_layer_cls_to_wrap and "
+                            "--fsdp_min_num_params choose stage 3's units; they need --use_fsdp with FULL_SHARD or "
+                            "HYBRID_SHARD, but the sharding strategy is '{}'",
+                            c.fsdp_sharding_strategy));
+  // Accelerate's policy names the flag that carries the units; here the flags themselves decide.
+  if (auto_wrap_policy_ == "NO_WRAP")
+    throw Error("accel launch: --fsdp_auto_wrap_policy NO_WRAP has no equivalent here: stage 3 always makes units "
+                "(by default every module that owns parameters); give --fsdp_transformer_layer_cls_to_wrap or "
+                "--fsdp_min_num_params");
+  if (auto_wrap_policy_ == "TRANSFORMER_BASED_WRAP" && wrap_types_.empty())
+    throw Error("accel launch: --fsdp_auto_wrap_policy TRANSFORMER_BASED_WRAP needs "
+                "--fsdp_transformer_layer_cls_to_wrap (the module types, e.g. GPTBlock)");
+  if (auto_wrap_policy_ == "SIZE_BASED_WRAP" && min_num_params_ == 0)
+    throw Error("accel launch: --fsdp_auto_wrap_policy SIZE_BASED_WRAP needs --fsdp_min_num_params");
+  if (!wrap_types_.empty()) {
+    const std::optional<std::vector<std::string>> names = parse_module_types(wrap_types_);
+    if (!names)
+      throw Error(fmt::format("accel launch: --fsdp_transformer_layer_cls_to_wrap '{}' must be module type names "
+                              "separated by commas",
+                              wrap_types_));
+    c.fsdp_transformer_layer_cls_to_wrap = *names;
+  }
+  if (min_num_params_ > 0) c.fsdp_min_num_params = min_num_params_;
 }
 
 LaunchRequest LaunchCommand::request(const std::vector<std::string>& after_separator,

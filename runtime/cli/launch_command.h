@@ -21,9 +21,10 @@ class LaunchCommand {
   bool dry_run() const { return dry_run_; }
 
  private:
-  // --use_deepspeed / --zero_stage and --use_fsdp / --fsdp_sharding_strategy / --fsdp_hybrid_shard_size,
-  // over the config file's.
+  // --use_deepspeed / --zero_stage and --use_fsdp / --fsdp_sharding_strategy / --fsdp_hybrid_shard_size
+  // and the auto-wrap flags, over the config file's.
   void apply_sharding_flags(ConfigFile& config) const;
+  void apply_auto_wrap_flags(ConfigFile& config) const;
   // --main_process_port over the config file's; 0 picks a free port (on machine 0 only).
   void apply_port(LaunchRequest& request) const;
   // Accelerate's words with no effect here, and the Accelerate config's ignored keys, as notes.
@@ -42,6 +43,9 @@ class LaunchCommand {
   std::string trace_dir_;
   int zero_stage_ = -1;
   int hybrid_shard_size_ = -1;  // --fsdp_hybrid_shard_size; -1: not given
+  // Stage 3's units, Accelerate's flags; empty or 0: not given.
+  std::string auto_wrap_policy_, wrap_types_;
+  int min_num_params_ = 0;
   int tp_size_ = 0;
 };
 

@@ -91,6 +91,23 @@ TEST_CASE("accel launch --use_deepspeed --zero_stage N and --use_fsdp set the sh
                       kAccel));
   CHECK(r.output.find(" -x ACCEL_FSDP_SHARDING_STRATEGY=HYBRID_SHARD -x ACCEL_FSDP_HYBRID_SHARD_SIZE=2 ") !=
         std::string::npos);
+  // Stage 3's units, with Accelerate's flags.
+  r = run(fmt::format("{} launch --dry-run -n 2 --use_fsdp --fsdp_auto_wrap_policy TRANSFORMER_BASED_WRAP "
+                      "--fsdp_transformer_layer_cls_to_wrap GPTBlock,MLP prog",
+                      kAccel));
+  CHECK(r.output.find(" -x ACCEL_FSDP_SHARDING_STRATEGY=FULL_SHARD -x ACCEL_FSDP_TRANSFORMER_CLS_TO_WRAP=GPTBlock,MLP ") !=
+        std::string::npos);
+  r = run(fmt::format("{} launch --dry-run -n 2 --use_fsdp --fsdp_min_num_params 5000 prog", kAccel));
+  CHECK(r.output.find(" -x ACCEL_FSDP_MIN_NUM_PARAMS=5000 ") != std::string::npos);
+  r = run(fmt::format("{} launch --dry-run -n 2 --use_fsdp --fsdp_sharding_strategy SHARD_GRAD_OP "
+                      "--fsdp_transformer_layer_cls_to_wrap GPTBlock prog",
+                      kAccel));
+  CHECK(r.status != 0);
+  CHECK(r.output.find("they need --use_fsdp with FULL_SHARD or HYBRID_SHARD, but the sharding strategy is "
+                      "'SHARD_GRAD_OP'") != std::string::npos);
+  r = run(fmt::format("{} launch --dry-run -n 2 --use_fsdp --fsdp_auto_wrap_policy SIZE_BASED_WRAP prog", kAccel));
+  CHECK(r.status != 0);
+  CHECK(r.output.find("--fsdp_auto_wrap_policy SIZE_BASED_WRAP needs --fsdp_min_num_params") != std::string::npos);
   r = run(fmt::format("{} launch --dry-run -n 4 --use_fsdp --fsdp_hybrid_shard_size 2 prog", kAccel));
   CHECK(r.status != 0);
   CHECK(r.output.find("--fsdp_hybrid_shard_size 2 needs --use_fsdp --fsdp_sharding_strategy HYBRID_SHARD (or "

@@ -161,6 +161,33 @@ TEST_CASE("an Accelerate FSDP config on two machines: the numbered strategy, the
   CHECK(c.origin.ignored_keys[2] == "fsdp_config.fsdp_activation_checkpointing");
 }
 
+TEST_CASE("Accelerate files: fsdp_auto_wrap_policy picks which of its two keys gives stage 3's units") {
+  const std::string head = "distributed_type: FSDP\nfsdp_config:\n  fsdp_sharding_strategy: FULL_SHARD\n";
+  ConfigFile c = parse_config(head + "  fsdp_auto_wrap_policy: TRANSFORMER_BASED_WRAP\n"
+                                     "  fsdp_transformer_layer_cls_to_wrap: GPT2Block,MLP\n  fsdp_min_num_params: 0\n",
+                              "a.yaml");
+  CHECK(c.fsdp_transformer_layer_cls_to_wrap == std::vector<std::string>{"GPT2Block", "MLP"});
+  CHECK(c.fsdp_min_num_params == 0);
+  CHECK(c.origin.ignored_keys == std::vector<std::string>{"fsdp_config.fsdp_min_num_params"});
+  c = parse_config(head + "  fsdp_auto_wrap_policy: SIZE_BASED_WRAP\n  fsdp_min_num_params: 100000\n"
+                          "  fsdp_transformer_layer_cls_to_wrap: GPT2Block\n",
+                   "a.yaml");
+  CHECK(c.fsdp_transformer_layer_cls_to_wrap.empty());
+  CHECK(c.fsdp_min_num_params == 100000);
+  CHECK(c.origin.ignored_keys == std::vector<std::string>{"fsdp_config.fsdp_transformer_layer_cls_to_wrap"});
+  c = parse_config(head + "  fsdp_auto_wrap_policy: NO_WRAP\n", "a.yaml");
+  CHECK(c.fsdp_transformer_layer_cls_to_wrap.empty());
+  CHECK(c.origin.ignored_keys == std::vector<std::string>{"fsdp_config.fsdp_auto_wrap_policy"});
+  CHECK_THROWS_WITH_AS(parse_config(head + "  fsdp_auto_wrap_policy: TRANSFORMER_BASED_WRAP\n", "a.yaml"),
+                       "a.yaml:4: fsdp_config.fsdp_auto_wrap_policy TRANSFORMER_BASED_WRAP needs "
+                       "fsdp_transformer_layer_cls_to_wrap (accel cannot read a model's _no_split_modules)",
+                       Error);
+  CHECK_THROWS_WITH_AS(parse_config(head + "  fsdp_auto_wrap_policy: BY_MAGIC\n", "a.yaml"),
+                       "a.yaml:4: fsdp_config.fsdp_auto_wrap_policy must be TRANSFORMER_BASED_WRAP, SIZE_BASED_WRAP "
+                       "or NO_WRAP, got 'BY_MAGIC'",
+                       Error);
+}
+
 TEST_CASE("Accelerate files: FSDP2's reshard flag, a block of another distributed_type, nulls, and what is refused") {
   ConfigFile c = parse_config("distributed_type: FSDP\nfsdp_config:\n  fsdp_version: 2\n  fsdp_reshard_after_forward: false\n",
                               "a.yaml");

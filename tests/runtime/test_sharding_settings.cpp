@@ -63,7 +63,9 @@ TEST_CASE("the ZeRO stage comes from a plugin in code, else the environment, els
   s = resolve_settings(f, kNoEnv);
   CHECK(s.zero_stage.value == 3);
   CHECK(s.zero_stage.source == "code, sharding_strategy FULL_SHARD");
-  CHECK(s.auto_wrap.module_types == std::vector<std::string>{"GPTBlock"});
+  CHECK(s.auto_wrap.value.module_types == std::vector<std::string>{"GPTBlock"});
+  CHECK(s.describe().find(", zero_stage=3 (code, sharding_strategy FULL_SHARD), auto_wrap=GPTBlock (code)") !=
+        std::string::npos);
   CHECK_FALSE(s.reshard_after_forward);
 
   s = resolve_settings(quiet(), with_env({{"ACCEL_ZERO_STAGE", "1"}}));
@@ -189,6 +191,80 @@ TEST_CASE("a hybrid_shard_size for another strategy, or a bad one, names both se
   CHECK_THROWS_WITH_AS(
       parse_config("fsdp_sharding_strategy: HYBRID_SHARD\nfsdp_hybrid_shard_size: 3\nnum_processes: 4\n", "test.yaml"),
       "test.yaml: fsdp_hybrid_shard_size 3 does not divide num_processes 4", Error);
+}
+
+TEST_CASE("stage 3's units from FSDPPlugin in code, else ACCEL_FSDP_TRANSFORMER_CLS_TO_WRAP and "
+          "ACCEL_FSDP_MIN_NUM_PARAMS (or Accelerate's names), else the config file") {
+  EffectiveSettings s = resolve_settings(quiet(), with_env({{"ACCEL_FSDP_SHARDING_STRATEGY", "FULL_SHARD"}}));
+  CHECK(s.auto_wrap.value.is_default());
+  CHECK(s.auto_wrap.source == "default");
+  CHECK(s.describe().find("auto_wrap") == std::string::npos);
+
+  s = resolve_settings(quiet(), with_env({{"ACCEL_FSDP_SHARDING_STRATEGY", "FULL_SHARD"},
+                                          {"ACCEL_FSDP_TRANSFORMER_CLS_TO_WRAP", "GPTBlock, MLP"},
+                                          {"ACCEL_FSDP_MIN_NUM_PARAMS", "1000"}}));
+  CHECK(s.auto_wrap.value.module_types == std::vector<std::string>{"GPTBlock", "MLP"});
+  CHECK(s.auto_wrap.value.min_num_params == 1000);
+  CHECK(s.describe().find(", auto_wrap=GPTBlock, MLP, min_num_params 1000 (environment "
+                          "ACCEL_FSDP_TRANSFORMER_CLS_TO_WRAP, environment ACCEL_FSDP_MIN_NUM_PARAMS)") != std::string::npos);
+  // Accelerate's names, read as FSDP_SHARDING_STRATEGY is: under ACCELERATE_USE_FSDP.
+  s = resolve_settings(quiet(), with_env({{"ACCELERATE_USE_FSDP", "true"}, {"FSDP_SHARDING_STRATEGY", "1"},
+                                          {"FSDP_TRANSFORMER_CLS_TO_WRAP", "GPTBlock"}}));
+  CHECK(s.auto_wrap.value.module_types == std::vector<std::string>{"GPTBlock"});
+  CHECK(s.auto_wrap.source == "environment FSDP_TRANSFORMER_CLS_TO_WRAP");
+  // DeepSpeed's stage 3 takes them too.
+  s = resolve_settings(quiet(), with_env({{"ACCEL_ZERO_STAGE", "3"}, {"ACCEL_FSDP_MIN_NUM_PARAMS", "50"}}));
+  CHECK(s.auto_wrap.value.min_num_params == 50);
+  // The plugin in code brings its own units, the environment's notwithstanding.
+  AcceleratorOptions o = quiet();
+  o.fsdp_plugin = FSDPPlugin{};
+  s = resolve_settings(o, with_env({{"ACCEL_FSDP_TRANSFORMER_CLS_TO_WRAP", "GPTBlock"}}));
+  CHECK(s.auto_wrap.value.is_default());
+  CHECK(s.auto_wrap.source == "code");
+
+  CHECK_THROWS_WITH_AS(resolve_settings(quiet(), with_env({{"ACCEL_FSDP_SHARDING_STRATEGY", "SHARD_GRAD_OP"},
+                                                            {"ACCEL_FSDP_TRANSFORMER_CLS_TO_WRAP", "GPTBlock"}})),
+                       "Accelerator: auto_wrap GPTBlock (environment ACCEL_FSDP_TRANSFORMER_CLS_TO_WRAP) chooses "
+                       "stage 3's units, but the sharding is zero_stage 2 (environment ACCEL_FSDP_SHARDING_STRATEGY, "
+                       "sharding_strategy SHARD_GRAD_OP); give FULL_SHARD or HYBRID_SHARD (or zero_stage 3), or leave "
+                       "it out",
+                       Error);
+  CHECK_THROWS_WITH_AS(resolve_settings(quiet(), with_env({{"ACCEL_FSDP_SHARDING_STRATEGY", "FULL_SHARD"},
+                                                            {"ACCEL_FSDP_TRANSFORMER_CLS_TO_WRAP", "GPTBlock,"}})),
+                       "Accelerator: fsdp_transformer_layer_cls_to_wrap 'GPTBlock,' from environment "
+                       "ACCEL_FSDP_TRANSFORMER_CLS_TO_WRAP is not valid; expected module type names separated by commas",
+                       Error);
+  CHECK_THROWS_WITH_AS(resolve_settings(quiet(), with_env({{"ACCEL_FSDP_SHARDING_STRATEGY", "FULL_SHARD"},
+                                                            {"ACCEL_FSDP_MIN_NUM_PARAMS", "0"}})),
+                       "Accelerator: fsdp_min_num_params '0' from environment ACCEL_FSDP_MIN_NUM_PARAMS is not valid; "
+                       "expected an integer >= 1",
+                       Error);
+
+  // The config file: a list or one string, written back by to_yaml; refused without a stage 3.
+  const std::string path = (std::filesystem::temp_directory_path() / "accel_test_wrap_config.yaml").string();
+  {
+    std::ofstream out(path);
+    out << "fsdp_sharding_strategy: FULL_SHARD\nfsdp_transformer_layer_cls_to_wrap: [GPTBlock, MLP]\n";
+  }
+  AcceleratorOptions f = quiet();
+  f.config_file = path;
+  s = resolve_settings(f, kNoEnv);
+  CHECK(s.auto_wrap.value.module_types == std::vector<std::string>{"GPTBlock", "MLP"});
+  CHECK(s.auto_wrap.source == "config file");
+  s = resolve_settings(f, with_env({{"ACCEL_FSDP_MIN_NUM_PARAMS", "7"}}));  // the environment over the file
+  CHECK(s.auto_wrap.value.module_types.empty());
+  CHECK(s.auto_wrap.value.min_num_params == 7);
+  const ConfigFile c = load_config(path);
+  CHECK(parse_config(to_yaml(c), "round trip") == c);
+  std::filesystem::remove(path);
+  CHECK(parse_config("zero_stage: 3\nfsdp_min_num_params: 100\n", "t.yaml").fsdp_min_num_params == 100);
+  CHECK(parse_config("fsdp_sharding_strategy: HYBRID_SHARD\nfsdp_transformer_layer_cls_to_wrap: 'A, B'\n", "t.yaml")
+            .fsdp_transformer_layer_cls_to_wrap == std::vector<std::string>{"A", "B"});
+  CHECK_THROWS_WITH_AS(parse_config("fsdp_sharding_strategy: SHARD_GRAD_OP\nfsdp_min_num_params: 100\n", "t.yaml"),
+                       "t.yaml: fsdp_transformer_layer_cls_to_wrap and fsdp_min_num_params choose stage 3's units, "
+                       "but the sharding is zero_stage 0, fsdp_sharding_strategy 'SHARD_GRAD_OP'; give FULL_SHARD or "
+                       "HYBRID_SHARD (or zero_stage 3), or leave them out",
+                       Error);
 }
 
 TEST_CASE("the config file's zero_stage or fsdp_sharding_strategy, below code and environment") {
