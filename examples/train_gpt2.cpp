@@ -303,7 +303,7 @@ AcceleratorOptions with_gpt2_units(AcceleratorOptions options) {
     options.deepspeed_plugin.reset();
     options.fsdp_plugin = FSDPPlugin{.sharding_strategy = ShardingStrategy::full_shard,
                                      .auto_wrap = {.module_types = {"GPTBlock"}},
-                                     .reshard_after_forward = settings.reshard_after_forward};
+                                     .reshard_after_forward = settings.reshard_after_forward.value};
   }
   return options;
 }

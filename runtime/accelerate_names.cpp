@@ -13,7 +13,7 @@ namespace accel {
 
 namespace {
 
-constexpr std::array<EnvironmentAlias, 13> kAliases{{
+constexpr std::array<EnvironmentAlias, 14> kAliases{{
     {"ACCELERATE_MIXED_PRECISION", "ACCEL_MIXED_PRECISION", nullptr, ""},
     {"ACCELERATE_GRADIENT_ACCUMULATION_STEPS", "ACCEL_GRADIENT_ACCUMULATION_STEPS", nullptr, ""},
     {"ACCELERATE_USE_CPU", "ACCEL_USE_CPU", nullptr, "switch"},
@@ -22,6 +22,8 @@ constexpr std::array<EnvironmentAlias, 13> kAliases{{
     {"FSDP_SHARDING_STRATEGY", "ACCEL_FSDP_SHARDING_STRATEGY", "ACCELERATE_USE_FSDP", "fsdp"},
     {"FSDP_TRANSFORMER_CLS_TO_WRAP", "ACCEL_FSDP_TRANSFORMER_CLS_TO_WRAP", "ACCELERATE_USE_FSDP", ""},
     {"FSDP_MIN_NUM_PARAMS", "ACCEL_FSDP_MIN_NUM_PARAMS", "ACCELERATE_USE_FSDP", ""},
+    // FSDP2's true/false; FSDP1 put a sharding strategy here, which FSDP_SHARDING_STRATEGY carries.
+    {"FSDP_RESHARD_AFTER_FORWARD", "ACCEL_FSDP_RESHARD_AFTER_FORWARD", "ACCELERATE_USE_FSDP", "switch"},
     {"PARALLELISM_CONFIG_TP_SIZE", "ACCEL_TP_SIZE", nullptr, ""},
     // TERecipeKwargs reads these; it upper-cases the format and lower-cases the algorithm first.
     {"ACCELERATE_FP8_FORMAT", "ACCEL_FP8_FORMAT", nullptr, "upper"},

@@ -140,6 +140,9 @@ const std::map<std::string, Setter>& setters() {
       {"fsdp_min_num_params", [](ConfigFile& c, const std::string& s, const YAML::Node& v) {
          c.fsdp_min_num_params = as_int(s, "fsdp_min_num_params", v, 0);
        }},
+      {"fsdp_reshard_after_forward", [](ConfigFile& c, const std::string& s, const YAML::Node& v) {
+         c.fsdp_reshard_after_forward = as_bool(s, "fsdp_reshard_after_forward", v);
+       }},
       {"log_with", [](ConfigFile& c, const std::string& s, const YAML::Node& v) { c.log_with = as_tracker_list(s, "log_with", v); }},
       {"debug", [](ConfigFile& c, const std::string& s, const YAML::Node& v) { c.debug = as_bool(s, "debug", v); }},
       {"timeout", [](ConfigFile& c, const std::string& s, const YAML::Node& v) { c.timeout = as_int(s, "timeout", v, 1, kMaxTimeoutSeconds); }},
@@ -231,6 +234,12 @@ void validate_config(const ConfigFile& c, const std::string& source) {
                             "the sharding is zero_stage {}, fsdp_sharding_strategy '{}'; give FULL_SHARD or "
                             "HYBRID_SHARD (or zero_stage 3), or leave them out",
                             source, c.zero_stage, c.fsdp_sharding_strategy));
+  const bool stage3 = (fsdp && zero_stage_of(*fsdp) == 3) || c.zero_stage == 3;
+  if (!c.fsdp_reshard_after_forward && !stage3)
+    throw Error(fmt::format("{}: fsdp_reshard_after_forward false is for stage 3, whose parameters are sharded, but the "
+                            "sharding is zero_stage {}, fsdp_sharding_strategy '{}'; give FULL_SHARD or HYBRID_SHARD "
+                            "(or zero_stage 3), or leave it out",
+                            source, c.zero_stage, c.fsdp_sharding_strategy));
   if (c.zero_stage != 0 && !c.fsdp_sharding_strategy.empty())
     throw Error(fmt::format("{}: zero_stage {} and fsdp_sharding_strategy {} are two ways to shard; give one", source,
                             c.zero_stage, c.fsdp_sharding_strategy));
@@ -297,6 +306,8 @@ std::string to_yaml(const ConfigFile& c) {
       "# (0: none); with neither, every module that owns parameters.\n"
       "fsdp_transformer_layer_cls_to_wrap: [{}]\n"
       "fsdp_min_num_params: {}\n"
+      "# Stage 3 frees each unit's gathered parameters after its forward (true), or keeps them to its backward.\n"
+      "fsdp_reshard_after_forward: {}\n"
       "# Tensor parallelism: ranks per group sharing each layer (1: none); it divides num_processes.\n"
       "tp_size: {}\n"
       "# Trackers of logged values (docs/tracking.md): jsonl, csv, tensorboard, all.\n"
@@ -317,7 +328,8 @@ std::string to_yaml(const ConfigFile& c) {
       c.environment, c.num_machines, c.num_processes, c.machine_rank, yaml_quoted(c.main_process_ip),
       c.main_process_port, yaml_quoted(c.hostfile), name_of(c.mixed_precision), c.gradient_accumulation_steps,
       c.use_cpu ? "true" : "false", name_of(c.backend), c.zero_stage, yaml_quoted(c.fsdp_sharding_strategy),
-      c.fsdp_hybrid_shard_size, fmt::join(c.fsdp_transformer_layer_cls_to_wrap, ", "), c.fsdp_min_num_params, c.tp_size,
+      c.fsdp_hybrid_shard_size, fmt::join(c.fsdp_transformer_layer_cls_to_wrap, ", "), c.fsdp_min_num_params,
+      c.fsdp_reshard_after_forward ? "true" : "false", c.tp_size,
       fmt::join(c.log_with, ", "), c.sanity_check ? "true" : "false", c.debug ? "true" : "false", c.timeout,
       name_in(fp8::kFormatNames, c.fp8_format), c.fp8_margin, c.fp8_amax_history_len,
       name_in(fp8::kAmaxAlgorithmNames, c.fp8_amax_compute_algo), c.fp8_include_first_last ? "true" : "false");

@@ -55,6 +55,7 @@ struct ConfigFile {
   // not used); both empty: every module that owns parameters.
   std::vector<std::string> fsdp_transformer_layer_cls_to_wrap;
   int64_t fsdp_min_num_params = 0;
+  bool fsdp_reshard_after_forward = true;  // false: stage 3 keeps each unit gathered to its backward
   // Ranks per tensor-parallel group (docs/tensor_parallel.md); 1: none.
   int tp_size = 1;
   // Trackers (docs/tracking.md): jsonl, csv, tensorboard or all; empty: none.

@@ -150,7 +150,6 @@ void resolve_sharding(const AcceleratorOptions& o, const Env& env, const std::op
     text = std::to_string(o.deepspeed_plugin->zero_stage), source = "code", s.sharding_via = "deepspeed";
   } else if (o.fsdp_plugin) {
     fsdp = o.fsdp_plugin->sharding_strategy, source = "code", s.sharding_via = "fsdp";
-    s.reshard_after_forward = o.fsdp_plugin->reshard_after_forward;
   } else if (env_stage) {
     text = *env_stage, source = "environment " + stage_var->name, s.sharding_via = "deepspeed";
   } else if (env_fsdp) {
@@ -168,7 +167,7 @@ void resolve_sharding(const AcceleratorOptions& o, const Env& env, const std::op
   if (fsdp) {
     text = std::to_string(zero_stage_of(*fsdp));
     s.hybrid_shard = is_hybrid(*fsdp);
-    if (*fsdp == ShardingStrategy::hybrid_shard_zero2) s.reshard_after_forward = false;
+    s.fsdp_strategy = fsdp;
   }
   const std::optional<int> stage = parse_zero_stage(text);
   if (!stage)
@@ -219,6 +218,35 @@ void resolve_auto_wrap(const AcceleratorOptions& o, const Env& env, const std::o
     throw Error(fmt::format("Accelerator: auto_wrap {} ({}) chooses stage 3's units, but the sharding is zero_stage {} "
                             "({}); give FULL_SHARD or HYBRID_SHARD (or zero_stage 3), or leave it out",
                             policy.describe(), s.auto_wrap.source, s.zero_stage.value, s.zero_stage.source));
+}
+
+// Stage 3's reshard_after_forward: FSDPPlugin's when the plugin is given in code; else
+// ACCEL_FSDP_RESHARD_AFTER_FORWARD (or FSDP_RESHARD_AFTER_FORWARD under ACCELERATE_USE_FSDP); else the
+// config file's false; else true. HYBRID_SHARD_ZERO2 is HYBRID_SHARD with it false. False given for a
+// sharding other than stage 3, or true with HYBRID_SHARD_ZERO2, is an error naming both.
+void resolve_reshard_after_forward(const AcceleratorOptions& o, const Env& env, const std::optional<ConfigFile>& file,
+                                   EffectiveSettings& s) {
+  const bool file_says_false = file && !file->fsdp_reshard_after_forward;
+  s.reshard_after_forward = resolve<bool>(
+      {"reshard_after_forward", "ACCEL_FSDP_RESHARD_AFTER_FORWARD",
+       o.fsdp_plugin ? std::optional<std::string>(o.fsdp_plugin->reshard_after_forward ? "true" : "false")
+                     : std::nullopt,
+       file_says_false ? std::optional<std::string>("false") : std::nullopt, "true", parse_switch,
+       "1, 0, true or false"},
+      env);
+  const bool zero2_hybrid = s.fsdp_strategy == ShardingStrategy::hybrid_shard_zero2;
+  const bool named = s.reshard_after_forward.source != "default" && s.reshard_after_forward.source != "code";
+  if (zero2_hybrid && named && s.reshard_after_forward.value)
+    throw Error(fmt::format("Accelerator: reshard_after_forward true ({}) contradicts zero_stage 3 ({}), which keeps "
+                            "the units gathered from forward to backward; give HYBRID_SHARD, or leave "
+                            "reshard_after_forward out",
+                            s.reshard_after_forward.source, s.zero_stage.source));
+  if (zero2_hybrid) s.reshard_after_forward = {false, s.zero_stage.source};
+  if (named && !s.reshard_after_forward.value && s.zero_stage.value != 3)
+    throw Error(fmt::format("Accelerator: reshard_after_forward false ({}) is for stage 3, whose parameters are "
+                            "sharded, but the sharding is zero_stage {} ({}); give FULL_SHARD or HYBRID_SHARD (or "
+                            "zero_stage 3), or leave it out",
+                            s.reshard_after_forward.source, s.zero_stage.value, s.zero_stage.source));
 }
 
 std::optional<int> parse_non_negative_int(const std::string& s) {
@@ -350,6 +378,12 @@ std::string describe_auto_wrap(const EffectiveSettings& s) {
   return fmt::format(", auto_wrap={} ({})", s.auto_wrap.value.describe(), s.auto_wrap.source);
 }
 
+// ", reshard_after_forward=false (code)" under stage 3 when the units stay gathered, else nothing.
+std::string describe_reshard(const EffectiveSettings& s) {
+  if (s.zero_stage.value != 3 || s.reshard_after_forward.value) return "";
+  return fmt::format(", reshard_after_forward=false ({})", s.reshard_after_forward.source);
+}
+
 // ", hybrid_shard_size=2 (code)" under HYBRID_SHARD, else nothing.
 std::string describe_hybrid_shard(const EffectiveSettings& s) {
   if (!s.hybrid_shard) return "";
@@ -392,8 +426,9 @@ std::string EffectiveSettings::describe() const {
       check.value ? fmt::format(", check=true ({})", check.source) : "",
       trace_dir.value.empty() ? "" : fmt::format(", trace={} ({})", trace_dir.value, trace_dir.source),
       mixed_precision.value == MixedPrecision::fp8 ? fmt::format(", fp8_recipe={}", fp8.describe()) : "",
-      zero_stage.value == 0 ? "" : fmt::format(", zero_stage={} ({}){}{}", zero_stage.value, zero_stage.source,
-                                               describe_auto_wrap(*this), describe_hybrid_shard(*this)),
+      zero_stage.value == 0 ? "" : fmt::format(", zero_stage={} ({}){}{}{}", zero_stage.value, zero_stage.source,
+                                               describe_auto_wrap(*this), describe_reshard(*this),
+                                               describe_hybrid_shard(*this)),
       tp_size.value == 1 ? "" : fmt::format(", tp_size={} ({})", tp_size.value, tp_size.source),
       describe_trackers(*this),
       config_path.empty() ? "" : fmt::format(", config file {}", config_path));
@@ -467,6 +502,7 @@ EffectiveSettings resolve_settings(const AcceleratorOptions& o, const Env& env) 
   resolve_fp8(o, env, file, s);
   resolve_sharding(o, env, file, s);
   resolve_auto_wrap(o, env, file, s);
+  resolve_reshard_after_forward(o, env, file, s);
   resolve_hybrid_shard_size(o, env, file, s);
   // Under ZeRO with bf16/fp16 the grads are 16-bit, and by default they travel so, as DeepSpeed's
   // communication_data_type and FSDP's reduce_dtype do; a grad_comm_dtype f32 given anywhere

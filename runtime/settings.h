@@ -170,8 +170,11 @@ struct EffectiveSettings {
   // 0 (plain data parallel) to 3; from a DeepSpeedPlugin's zero_stage or an FSDPPlugin's strategy.
   Setting<int> zero_stage;
   std::string sharding_via;  // "deepspeed", "fsdp", or "" with neither
+  std::optional<ShardingStrategy> fsdp_strategy;  // the FSDP strategy asked for, if any
   Setting<AutoWrapPolicy> auto_wrap;  // stage 3's units
-  bool reshard_after_forward = true;
+  // Stage 3 frees each unit's gathered parameters after its forward (true) or keeps them to its
+  // backward (false: one all-gather per unit fewer, the memory of the gathered units more).
+  Setting<bool> reshard_after_forward{true, "default"};
   // FSDP's HYBRID_SHARD: stage 3 within each shard group, replicated across the groups; and its ranks
   // per shard group (0: the ranks of one node).
   bool hybrid_shard = false;

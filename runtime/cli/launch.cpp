@@ -37,6 +37,7 @@ std::vector<std::pair<std::string, std::string>> settings_environment(const Conf
   if (!c.fsdp_transformer_layer_cls_to_wrap.empty())
     out.emplace_back("ACCEL_FSDP_TRANSFORMER_CLS_TO_WRAP", fmt::format("{}", fmt::join(c.fsdp_transformer_layer_cls_to_wrap, ",")));
   if (c.fsdp_min_num_params != 0) out.emplace_back("ACCEL_FSDP_MIN_NUM_PARAMS", std::to_string(c.fsdp_min_num_params));
+  if (!c.fsdp_reshard_after_forward) out.emplace_back("ACCEL_FSDP_RESHARD_AFTER_FORWARD", "false");
   if (c.tp_size != 1) out.emplace_back("ACCEL_TP_SIZE", std::to_string(c.tp_size));
   if (!c.log_with.empty()) out.emplace_back("ACCEL_LOG_WITH", fmt::format("{}", fmt::join(c.log_with, ",")));
   if (c.debug) out.emplace_back("ACCEL_DEBUG", "1");

@@ -8,6 +8,7 @@
 #include <filesystem>
 
 #include "kernels/error.h"
+#include "runtime/accelerate_names.h"
 #include "runtime/cli/free_port.h"
 #include "runtime/config_file.h"
 #include "runtime/sharding_plugins.h"
@@ -71,6 +72,9 @@ LaunchCommand::LaunchCommand(CLI::App& app) {
   launch_->add_option("--fsdp_min_num_params", min_num_params_,
                       "With --use_fsdp: modules of at least this many parameters become stage 3 units")
       ->check(CLI::PositiveNumber);
+  launch_->add_option("--fsdp_reshard_after_forward", reshard_after_forward_,
+                      "With stage 3: true frees each unit's gathered parameters after its forward (the default), "
+                      "false keeps them to its backward (fewer all-gathers, more memory)");
   // Accelerate's ParallelismConfig field, under the flag name its launcher takes too.
   launch_->add_option("--tp_size,--parallelism_config_tp_size", tp_size_,
                       "Tensor parallelism: ranks per group sharing each layer; divides the process count "
@@ -115,6 +119,7 @@ void LaunchCommand::apply_sharding_flags(ConfigFile& c) const {
     c.fsdp_hybrid_shard_size = 0;
     c.fsdp_transformer_layer_cls_to_wrap.clear();
     c.fsdp_min_num_params = 0;
+    if (c.zero_stage != 3) c.fsdp_reshard_after_forward = true;
   }
   if (use_fsdp_) {
     c.fsdp_sharding_strategy = fsdp_strategy_.empty() ? "FULL_SHARD" : fsdp_strategy_;
@@ -124,6 +129,7 @@ void LaunchCommand::apply_sharding_flags(ConfigFile& c) const {
     if (zero_stage_of(*value_in(kShardingStrategyNames, c.fsdp_sharding_strategy)) != 3) {
       c.fsdp_transformer_layer_cls_to_wrap.clear();
       c.fsdp_min_num_params = 0;
+      c.fsdp_reshard_after_forward = true;
     }
   }
   if (hybrid_shard_size_ >= 0) {
@@ -134,6 +140,7 @@ void LaunchCommand::apply_sharding_flags(ConfigFile& c) const {
     c.fsdp_hybrid_shard_size = hybrid_shard_size_;
   }
   apply_auto_wrap_flags(c);
+  apply_reshard_flag(c);
   if (c.fsdp_hybrid_shard_size > 0 && c.num_processes % c.fsdp_hybrid_shard_size != 0)
     throw Error(fmt::format("accel launch: fsdp_hybrid_shard_size {} does not divide the {} processes",
                             c.fsdp_hybrid_shard_size, c.num_processes));
@@ -166,6 +173,25 @@ void LaunchCommand::apply_auto_wrap_flags(ConfigFile& c) const {
     c.fsdp_transformer_layer_cls_to_wrap = *names;
   }
   if (min_num_params_ > 0) c.fsdp_min_num_params = min_num_params_;
+}
+
+void LaunchCommand::apply_reshard_flag(ConfigFile& c) const {
+  if (reshard_after_forward_.empty()) return;
+  const std::optional<bool> on = accelerate_switch(reshard_after_forward_);
+  if (!on)
+    throw Error(fmt::format("accel launch: --fsdp_reshard_after_forward '{}' must be true or false (the sharding "
+                            "strategy is --fsdp_sharding_strategy)",
+                            reshard_after_forward_));
+  const std::optional<ShardingStrategy> fsdp = value_in(kShardingStrategyNames, c.fsdp_sharding_strategy);
+  if (!*on && c.zero_stage != 3 && !(fsdp && zero_stage_of(*fsdp) == 3))
+    throw Error(fmt::format("accel launch: --fsdp_reshard_after_forward false is for stage 3, whose parameters are "
+                            "sharded; it needs --use_fsdp with FULL_SHARD or HYBRID_SHARD (or --use_deepspeed "
+                            "--zero_stage 3), but the sharding strategy is '{}', zero_stage {}",
+                            c.fsdp_sharding_strategy, c.zero_stage));
+  if (*on && fsdp == ShardingStrategy::hybrid_shard_zero2)
+    throw Error("accel launch: --fsdp_reshard_after_forward true contradicts --fsdp_sharding_strategy "
+                "HYBRID_SHARD_ZERO2, which keeps the units gathered from forward to backward; give HYBRID_SHARD");
+  c.fsdp_reshard_after_forward = *on;
 }
 
 LaunchRequest LaunchCommand::request(const std::vector<std::string>& after_separator,

@@ -22,9 +22,10 @@ class LaunchCommand {
 
  private:
   // --use_deepspeed / --zero_stage and --use_fsdp / --fsdp_sharding_strategy / --fsdp_hybrid_shard_size
-  // and the auto-wrap flags, over the config file's.
+  // and the stage 3 flags (auto-wrap, reshard after forward), over the config file's.
   void apply_sharding_flags(ConfigFile& config) const;
   void apply_auto_wrap_flags(ConfigFile& config) const;
+  void apply_reshard_flag(ConfigFile& config) const;
   // --main_process_port over the config file's; 0 picks a free port (on machine 0 only).
   void apply_port(LaunchRequest& request) const;
   // Accelerate's words with no effect here, and the Accelerate config's ignored keys, as notes.
@@ -46,6 +47,7 @@ class LaunchCommand {
   // Stage 3's units, Accelerate's flags; empty or 0: not given.
   std::string auto_wrap_policy_, wrap_types_;
   int min_num_params_ = 0;
+  std::string reshard_after_forward_;  // --fsdp_reshard_after_forward; empty: not given
   int tp_size_ = 0;
 };
 

@@ -47,7 +47,7 @@ std::unique_ptr<Strategy> make_strategy(const Environment& env, const EffectiveS
                                            options.bucket_cap_bytes);
     else
       zero = std::make_unique<ZeroStage3>(env.device(), std::move(comm), policy.grad_comm, settings.auto_wrap.value,
-                                          settings.reshard_after_forward);
+                                          settings.reshard_after_forward.value);
     zero->shard_masters_in(masters);
     return zero;
   };
@@ -59,7 +59,7 @@ std::unique_ptr<Strategy> make_strategy(const Environment& env, const EffectiveS
   std::unique_ptr<ZeroStrategy> zero =
       make_hybrid_shard(env.device(),
                         make_hybrid_mesh(env.grads_comm(), env.process(), hybrid_shard_size, settings.hybrid_shard_size.source),
-                        policy.grad_comm, settings.auto_wrap.value, settings.reshard_after_forward);
+                        policy.grad_comm, settings.auto_wrap.value, settings.reshard_after_forward.value);
   zero->shard_masters_in(masters);
   return zero;
 }

@@ -108,6 +108,27 @@ TEST_CASE("accel launch --use_deepspeed --zero_stage N and --use_fsdp set the sh
   r = run(fmt::format("{} launch --dry-run -n 2 --use_fsdp --fsdp_auto_wrap_policy SIZE_BASED_WRAP prog", kAccel));
   CHECK(r.status != 0);
   CHECK(r.output.find("--fsdp_auto_wrap_policy SIZE_BASED_WRAP needs --fsdp_min_num_params") != std::string::npos);
+  // Stage 3 keeping its units gathered from forward to backward.
+  r = run(fmt::format("{} launch --dry-run -n 2 --use_fsdp --fsdp_reshard_after_forward false prog", kAccel));
+  CHECK(r.output.find(" -x ACCEL_FSDP_SHARDING_STRATEGY=FULL_SHARD -x ACCEL_FSDP_RESHARD_AFTER_FORWARD=false ") !=
+        std::string::npos);
+  r = run(fmt::format("{} launch --dry-run -n 2 --use_fsdp --fsdp_reshard_after_forward true prog", kAccel));
+  CHECK(r.status == 0);
+  CHECK(r.output.find("RESHARD_AFTER_FORWARD") == std::string::npos);
+  r = run(fmt::format("{} launch --dry-run -n 2 --use_deepspeed --fsdp_reshard_after_forward false prog", kAccel));
+  CHECK(r.status != 0);
+  CHECK(r.output.find("--fsdp_reshard_after_forward false is for stage 3, whose parameters are sharded; it needs "
+                      "--use_fsdp with FULL_SHARD or HYBRID_SHARD (or --use_deepspeed --zero_stage 3), but the "
+                      "sharding strategy is '', zero_stage 2") != std::string::npos);
+  r = run(fmt::format("{} launch --dry-run -n 4 --use_fsdp --fsdp_sharding_strategy HYBRID_SHARD_ZERO2 "
+                      "--fsdp_reshard_after_forward true prog",
+                      kAccel));
+  CHECK(r.status != 0);
+  CHECK(r.output.find("--fsdp_reshard_after_forward true contradicts --fsdp_sharding_strategy HYBRID_SHARD_ZERO2") !=
+        std::string::npos);
+  r = run(fmt::format("{} launch --dry-run -n 2 --use_fsdp --fsdp_reshard_after_forward FULL_SHARD prog", kAccel));
+  CHECK(r.status != 0);
+  CHECK(r.output.find("--fsdp_reshard_after_forward 'FULL_SHARD' must be true or false") != std::string::npos);
   r = run(fmt::format("{} launch --dry-run -n 4 --use_fsdp --fsdp_hybrid_shard_size 2 prog", kAccel));
   CHECK(r.status != 0);
   CHECK(r.output.find("--fsdp_hybrid_shard_size 2 needs --use_fsdp --fsdp_sharding_strategy HYBRID_SHARD (or "

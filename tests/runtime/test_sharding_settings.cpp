@@ -66,7 +66,7 @@ TEST_CASE("the ZeRO stage comes from a plugin in code, else the environment, els
   CHECK(s.auto_wrap.value.module_types == std::vector<std::string>{"GPTBlock"});
   CHECK(s.describe().find(", zero_stage=3 (code, sharding_strategy FULL_SHARD), auto_wrap=GPTBlock (code)") !=
         std::string::npos);
-  CHECK_FALSE(s.reshard_after_forward);
+  CHECK_FALSE(s.reshard_after_forward.value);
 
   s = resolve_settings(quiet(), with_env({{"ACCEL_ZERO_STAGE", "1"}}));
   CHECK(s.zero_stage.value == 1);
@@ -152,18 +152,18 @@ TEST_CASE("HYBRID_SHARD_ZERO2 is HYBRID_SHARD whose units stay gathered from for
   EffectiveSettings s = resolve_settings(o, kNoEnv);
   CHECK(s.zero_stage.value == 3);
   CHECK(s.hybrid_shard);
-  CHECK_FALSE(s.reshard_after_forward);  // whatever the plugin's reshard_after_forward says
+  CHECK_FALSE(s.reshard_after_forward.value);  // whatever the plugin's reshard_after_forward says
   CHECK(s.hybrid_shard_size.value == 2);
   CHECK(s.describe().find("sharding_strategy HYBRID_SHARD_ZERO2") != std::string::npos);
   s = resolve_settings(quiet(), with_env({{"FSDP_SHARDING_STRATEGY", "5"}, {"ACCELERATE_USE_FSDP", "True"},
                                           {"ACCEL_FSDP_HYBRID_SHARD_SIZE", "2"}}));
   CHECK(s.hybrid_shard);
-  CHECK_FALSE(s.reshard_after_forward);
+  CHECK_FALSE(s.reshard_after_forward.value);
   const ConfigFile c = parse_config("fsdp_sharding_strategy: HYBRID_SHARD_ZERO2\nfsdp_hybrid_shard_size: 2\nnum_processes: 4\n",
                                     "test.yaml");
   CHECK(c.fsdp_hybrid_shard_size == 2);
   o.fsdp_plugin = FSDPPlugin{.sharding_strategy = ShardingStrategy::hybrid_shard};
-  CHECK(resolve_settings(o, kNoEnv).reshard_after_forward);  // plain HYBRID_SHARD keeps the plugin's default
+  CHECK(resolve_settings(o, kNoEnv).reshard_after_forward.value);  // plain HYBRID_SHARD keeps the plugin's default
 }
 
 TEST_CASE("a hybrid_shard_size for another strategy, or a bad one, names both settings") {
@@ -264,6 +264,81 @@ TEST_CASE("stage 3's units from FSDPPlugin in code, else ACCEL_FSDP_TRANSFORMER_
                        "t.yaml: fsdp_transformer_layer_cls_to_wrap and fsdp_min_num_params choose stage 3's units, "
                        "but the sharding is zero_stage 0, fsdp_sharding_strategy 'SHARD_GRAD_OP'; give FULL_SHARD or "
                        "HYBRID_SHARD (or zero_stage 3), or leave them out",
+                       Error);
+}
+
+TEST_CASE("stage 3's reshard_after_forward from FSDPPlugin in code, else ACCEL_FSDP_RESHARD_AFTER_FORWARD (or "
+          "Accelerate's name), else the config file; false for another stage, or true with HYBRID_SHARD_ZERO2, fails") {
+  EffectiveSettings s = resolve_settings(quiet(), with_env({{"ACCEL_FSDP_SHARDING_STRATEGY", "FULL_SHARD"}}));
+  CHECK(s.reshard_after_forward.value);
+  CHECK(s.reshard_after_forward.source == "default");
+  CHECK(s.describe().find("reshard_after_forward") == std::string::npos);
+
+  s = resolve_settings(quiet(), with_env({{"ACCEL_FSDP_SHARDING_STRATEGY", "FULL_SHARD"},
+                                          {"ACCEL_FSDP_RESHARD_AFTER_FORWARD", "false"}}));
+  CHECK_FALSE(s.reshard_after_forward.value);
+  CHECK(s.describe().find(", zero_stage=3 (environment ACCEL_FSDP_SHARDING_STRATEGY, sharding_strategy FULL_SHARD), "
+                          "reshard_after_forward=false (environment ACCEL_FSDP_RESHARD_AFTER_FORWARD)") !=
+        std::string::npos);
+  // Accelerate's FSDP2 name, Python's spelling, read under ACCELERATE_USE_FSDP only.
+  s = resolve_settings(quiet(), with_env({{"ACCELERATE_USE_FSDP", "true"}, {"FSDP_SHARDING_STRATEGY", "1"},
+                                          {"FSDP_RESHARD_AFTER_FORWARD", "False"}}));
+  CHECK_FALSE(s.reshard_after_forward.value);
+  CHECK(s.reshard_after_forward.source == "environment FSDP_RESHARD_AFTER_FORWARD");
+  s = resolve_settings(quiet(), with_env({{"ACCEL_ZERO_STAGE", "3"}, {"FSDP_RESHARD_AFTER_FORWARD", "false"}}));
+  CHECK(s.reshard_after_forward.value);
+  // The plugin in code brings its own, the environment's notwithstanding.
+  AcceleratorOptions o = quiet();
+  o.fsdp_plugin = FSDPPlugin{};
+  s = resolve_settings(o, with_env({{"ACCEL_FSDP_RESHARD_AFTER_FORWARD", "0"}}));
+  CHECK(s.reshard_after_forward.value);
+  CHECK(s.reshard_after_forward.source == "code");
+  // HYBRID_SHARD_ZERO2 means false; the reason is named.
+  s = resolve_settings(quiet(), with_env({{"ACCEL_FSDP_SHARDING_STRATEGY", "HYBRID_SHARD_ZERO2"}}));
+  CHECK_FALSE(s.reshard_after_forward.value);
+  CHECK(s.reshard_after_forward.source == "environment ACCEL_FSDP_SHARDING_STRATEGY, sharding_strategy HYBRID_SHARD_ZERO2");
+
+  CHECK_THROWS_WITH_AS(resolve_settings(quiet(), with_env({{"ACCEL_FSDP_SHARDING_STRATEGY", "SHARD_GRAD_OP"},
+                                                            {"ACCEL_FSDP_RESHARD_AFTER_FORWARD", "false"}})),
+                       "Accelerator: reshard_after_forward false (environment ACCEL_FSDP_RESHARD_AFTER_FORWARD) is for "
+                       "stage 3, whose parameters are sharded, but the sharding is zero_stage 2 (environment "
+                       "ACCEL_FSDP_SHARDING_STRATEGY, sharding_strategy SHARD_GRAD_OP); give FULL_SHARD or HYBRID_SHARD "
+                       "(or zero_stage 3), or leave it out",
+                       Error);
+  CHECK_THROWS_WITH_AS(resolve_settings(quiet(), with_env({{"ACCEL_FSDP_SHARDING_STRATEGY", "HYBRID_SHARD_ZERO2"},
+                                                            {"ACCEL_FSDP_RESHARD_AFTER_FORWARD", "true"}})),
+                       "Accelerator: reshard_after_forward true (environment ACCEL_FSDP_RESHARD_AFTER_FORWARD) "
+                       "contradicts zero_stage 3 (environment ACCEL_FSDP_SHARDING_STRATEGY, sharding_strategy "
+                       "HYBRID_SHARD_ZERO2), which keeps the units gathered from forward to backward; give "
+                       "HYBRID_SHARD, or leave reshard_after_forward out",
+                       Error);
+  CHECK_THROWS_WITH_AS(resolve_settings(quiet(), with_env({{"ACCEL_FSDP_SHARDING_STRATEGY", "FULL_SHARD"},
+                                                            {"ACCEL_FSDP_RESHARD_AFTER_FORWARD", "FULL_SHARD"}})),
+                       "Accelerator: reshard_after_forward 'FULL_SHARD' from environment "
+                       "ACCEL_FSDP_RESHARD_AFTER_FORWARD is not valid; expected 1, 0, true or false",
+                       Error);
+
+  // The config file: below the environment, written back by to_yaml, refused without a stage 3.
+  const std::string path = (std::filesystem::temp_directory_path() / "accel_test_reshard_config.yaml").string();
+  {
+    std::ofstream out(path);
+    out << "fsdp_sharding_strategy: FULL_SHARD\nfsdp_reshard_after_forward: false\n";
+  }
+  AcceleratorOptions f = quiet();
+  f.config_file = path;
+  s = resolve_settings(f, kNoEnv);
+  CHECK_FALSE(s.reshard_after_forward.value);
+  CHECK(s.reshard_after_forward.source == "config file");
+  s = resolve_settings(f, with_env({{"ACCEL_FSDP_RESHARD_AFTER_FORWARD", "true"}}));
+  CHECK(s.reshard_after_forward.value);
+  const ConfigFile c = load_config(path);
+  CHECK_FALSE(c.fsdp_reshard_after_forward);
+  CHECK(parse_config(to_yaml(c), "round trip") == c);
+  std::filesystem::remove(path);
+  CHECK_THROWS_WITH_AS(parse_config("zero_stage: 2\nfsdp_reshard_after_forward: false\n", "t.yaml"),
+                       "t.yaml: fsdp_reshard_after_forward false is for stage 3, whose parameters are sharded, but "
+                       "the sharding is zero_stage 2, fsdp_sharding_strategy ''; give FULL_SHARD or HYBRID_SHARD (or "
+                       "zero_stage 3), or leave it out",
                        Error);
 }
 
