@@ -224,9 +224,11 @@ void validate_config(const ConfigFile& c, const std::string& source) {
                             "HYBRID_SHARD_ZERO2), but that is "
                             "'{}'",
                             source, c.fsdp_hybrid_shard_size, c.fsdp_sharding_strategy));
-  if (c.fsdp_hybrid_shard_size != 0 && c.num_processes % c.fsdp_hybrid_shard_size != 0)
-    throw Error(fmt::format("{}: fsdp_hybrid_shard_size {} does not divide num_processes {}", source,
-                            c.fsdp_hybrid_shard_size, c.num_processes));
+  if (c.fsdp_hybrid_shard_size != 0 && (c.num_processes / c.tp_size) % c.fsdp_hybrid_shard_size != 0)
+    throw Error(fmt::format("{}: fsdp_hybrid_shard_size {} does not divide num_processes {}{}", source,
+                            c.fsdp_hybrid_shard_size, c.num_processes,
+                            c.tp_size == 1 ? "" : fmt::format(" over tp_size {} ({})", c.tp_size,
+                                                              c.num_processes / c.tp_size)));
   const bool wraps = !c.fsdp_transformer_layer_cls_to_wrap.empty() || c.fsdp_min_num_params != 0;
   const std::optional<ShardingStrategy> fsdp = value_in(kShardingStrategyNames, c.fsdp_sharding_strategy);
   if (wraps && !(fsdp && zero_stage_of(*fsdp) == 3) && c.zero_stage != 3)

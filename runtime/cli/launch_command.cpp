@@ -141,9 +141,6 @@ void LaunchCommand::apply_sharding_flags(ConfigFile& c) const {
   }
   apply_auto_wrap_flags(c);
   apply_reshard_flag(c);
-  if (c.fsdp_hybrid_shard_size > 0 && c.num_processes % c.fsdp_hybrid_shard_size != 0)
-    throw Error(fmt::format("accel launch: fsdp_hybrid_shard_size {} does not divide the {} processes",
-                            c.fsdp_hybrid_shard_size, c.num_processes));
 }
 
 void LaunchCommand::apply_auto_wrap_flags(ConfigFile& c) const {
@@ -220,6 +217,12 @@ LaunchRequest LaunchCommand::request(const std::vector<std::string>& after_separ
   if (tp_size_) c.tp_size = tp_size_;
   if (c.num_processes % c.tp_size != 0)
     throw Error(fmt::format("accel launch: tp_size {} does not divide the {} processes", c.tp_size, c.num_processes));
+  // Under tensor parallelism a shard group is made of data-parallel ranks.
+  const int dp = c.num_processes / c.tp_size;
+  if (c.fsdp_hybrid_shard_size > 0 && dp % c.fsdp_hybrid_shard_size != 0)
+    throw Error(fmt::format("accel launch: fsdp_hybrid_shard_size {} does not divide the {} processes{}",
+                            c.fsdp_hybrid_shard_size, c.num_processes,
+                            c.tp_size == 1 ? "" : fmt::format(" over tp_size {} ({})", c.tp_size, dp)));
   if (!log_with_.empty()) {
     const std::optional<std::vector<std::string>> trackers = parse_tracker_list(log_with_);
     if (!trackers)

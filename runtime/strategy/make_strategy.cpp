@@ -21,14 +21,14 @@ std::unique_ptr<Strategy> make_strategy(const Environment& env, const EffectiveS
   if (env.world_size() % tp_size != 0)
     throw Error(fmt::format("Accelerator: tp_size {} ({}) does not divide the world size {}", tp_size,
                             settings.tp_size.source, env.world_size()));
-  const int hybrid_shard_size = settings.hybrid_shard_size.value;
-  if (settings.hybrid_shard) check_hybrid_shard_size(hybrid_shard_size, settings.hybrid_shard_size.source, env.world_size());
-  if (tp_size > 1 && settings.hybrid_shard)
-    throw Error(fmt::format("Accelerator: tp_size {} ({}) with zero_stage 3 ({}): HYBRID_SHARD "
-                            "over the data-parallel ranks of a tensor-parallel model (a 3-D mesh) is not built yet; "
-                            "FULL_SHARD and SHARD_GRAD_OP are",
-                            tp_size, settings.tp_size.source, settings.zero_stage.source));
+  int hybrid_shard_size = settings.hybrid_shard_size.value;
+  const std::string& hybrid_source = settings.hybrid_shard_size.source;
+  if (settings.hybrid_shard) check_hybrid_shard_size(hybrid_shard_size, hybrid_source, env.world_size(), tp_size);
   if (!env.comm()) return std::make_unique<SingleDevice>(env.device());
+  // Under TP the shard groups are made of dp ranks; a node's share is resolved over the world, so that
+  // every rank refuses alike.
+  if (settings.hybrid_shard && tp_size > 1 && hybrid_shard_size == 0)
+    hybrid_shard_size = node_shard_size(env.grads_comm(), env.process(), hybrid_source, tp_size);
   ReducerOptions options;
   const double cap_mb = settings.bucket_cap_mb.value;
   options.bucket_cap_bytes = std::max<int64_t>(1, static_cast<int64_t>(cap_mb * 1024 * 1024));
@@ -40,9 +40,13 @@ std::unique_ptr<Strategy> make_strategy(const Environment& env, const EffectiveS
   const MixedPrecision mixed = settings.mixed_precision.value;
   const DType masters = mixed == MixedPrecision::bf16 || mixed == MixedPrecision::fp16 ? policy.compute : DType::f32;
   // A ZeRO stage over comm: the world's data-parallel ranks, or a tensor-parallel model's dp ranks.
+  // HYBRID_SHARD over comm: a {dp_replicate, dp_shard} mesh of its ranks.
   auto zero_over = [&](std::shared_ptr<Communicator> comm) -> std::unique_ptr<ZeroStrategy> {
     std::unique_ptr<ZeroStrategy> zero;
-    if (stage == 1 || stage == 2)
+    if (settings.hybrid_shard)
+      zero = make_hybrid_shard(env.device(), make_hybrid_mesh(*comm, env.process(), hybrid_shard_size, hybrid_source),
+                               policy.grad_comm, settings.auto_wrap.value, settings.reshard_after_forward.value);
+    else if (stage == 1 || stage == 2)
       zero = std::make_unique<ZeroStage12>(stage, env.device(), std::move(comm), policy.grad_comm,
                                            options.bucket_cap_bytes);
     else
@@ -55,13 +59,7 @@ std::unique_ptr<Strategy> make_strategy(const Environment& env, const EffectiveS
     return std::make_unique<TensorParallel>(env, tp_size, settings.dp_size, options,
                                             stage == 0 ? TensorParallel::ZeroOverDp{} : TensorParallel::ZeroOverDp(zero_over));
   if (stage == 0) return std::make_unique<DataParallel>(env, options);
-  if (!settings.hybrid_shard) return zero_over(env.grads_comm().dup());  // on a communicator of its own
-  std::unique_ptr<ZeroStrategy> zero =
-      make_hybrid_shard(env.device(),
-                        make_hybrid_mesh(env.grads_comm(), env.process(), hybrid_shard_size, settings.hybrid_shard_size.source),
-                        policy.grad_comm, settings.auto_wrap.value, settings.reshard_after_forward.value);
-  zero->shard_masters_in(masters);
-  return zero;
+  return zero_over(env.grads_comm().dup());  // on a communicator of its own
 }
 
 }  // namespace accel

@@ -132,11 +132,12 @@ double TensorParallel::grad_norm(const std::vector<Tensor>& params, double norm_
       if (p.defined() && p.grad().defined()) (split_of(p) ? split : replicated).push_back(p.grad());
   }
   double split_power = norm_power(split, norm_type), whole = norm_power(replicated, norm_type);
-  // Under ZeRO each dp rank holds a slice of the averaged grads: the slices add up across dp first.
-  // Without it the dp replicas hold the same averaged grads: nothing to add there.
-  if (zero_ && mesh_->size("dp") > 1) {
+  // Under ZeRO each dp rank holds a slice of the averaged grads: the slices add up across dp first
+  // (across a HYBRID_SHARD shard group: its replicas hold the same slices). Without it the dp
+  // replicas hold the same averaged grads: nothing to add there.
+  if (zero_) {
     Tensor both = from_vector(std::vector<double>{split_power, whole}, tp().device());
-    mesh_->comm("dp").all_reduce(both, op, "tensor parallel gradient norm over the zero slices");
+    zero_->reduce_over_slices(both, op, "tensor parallel gradient norm over the zero slices");
     const std::vector<double> summed = both.to_vector<double>();
     split_power = summed[0];
     whole = summed[1];

@@ -137,35 +137,50 @@ bool ranks_laid_out_by_node(Communicator& comm, const ProcessState& p) {
 
 }  // namespace
 
-void check_hybrid_shard_size(int shard_size, const std::string& source, int world_size) {
-  if (shard_size < 0 || (shard_size > 0 && world_size % shard_size != 0))
+void check_hybrid_shard_size(int shard_size, const std::string& source, int world_size, int tp_size) {
+  const int dp = world_size / tp_size;
+  if (shard_size >= 0 && (shard_size == 0 || dp % shard_size == 0)) return;
+  if (tp_size == 1)
     throw Error(fmt::format("Accelerator: sharding_strategy HYBRID_SHARD with hybrid_shard_size {} ({}): it does "
                             "not divide the world size {}; expected ranks per shard group such that world size = "
                             "replicas x hybrid_shard_size",
                             shard_size, source, world_size));
+  throw Error(fmt::format("Accelerator: sharding_strategy HYBRID_SHARD with hybrid_shard_size {} ({}): it does not "
+                          "divide the {} data-parallel ranks (world size {} over tp_size {}); expected dp ranks per "
+                          "shard group such that dp = replicas x hybrid_shard_size",
+                          shard_size, source, dp, world_size, tp_size));
+}
+
+int node_shard_size(Communicator& world, const ProcessState& process, const std::string& source, int tp_size) {
+  const int dp = world.size() / tp_size;
+  const std::string give = fmt::format("give hybrid_shard_size dividing {}", dp);
+  if (process.num_nodes <= 1)
+    throw Error(fmt::format("Accelerator: sharding_strategy HYBRID_SHARD has no mesh: hybrid_shard_size is not "
+                            "given ({}), so a shard group is one node, but all {} ranks run on one node and there "
+                            "is nothing to replicate across; give hybrid_shard_size (FSDPPlugin, "
+                            "ACCEL_FSDP_HYBRID_SHARD_SIZE, the config file's fsdp_hybrid_shard_size or accel "
+                            "launch --fsdp_hybrid_shard_size) dividing {}, or use FULL_SHARD",
+                            source, world.size(), dp));
+  if (!ranks_laid_out_by_node(world, process))
+    throw Error(fmt::format("Accelerator: sharding_strategy HYBRID_SHARD has no mesh: hybrid_shard_size is not "
+                            "given ({}), so a shard group is one node, but the {} ranks are not {} nodes of equal "
+                            "size numbered node by node (rank {} is local rank {} of {} on node {}); {}",
+                            source, world.size(), process.num_nodes, process.rank, process.local_rank,
+                            process.local_world_size, process.node_rank, give));
+  // Every rank has the same local_world_size now, so all of them agree here.
+  if (process.local_world_size % tp_size != 0)
+    throw Error(fmt::format("Accelerator: sharding_strategy HYBRID_SHARD has no mesh: hybrid_shard_size is not "
+                            "given ({}), so a shard group is the data-parallel ranks of one node, but a node's {} "
+                            "ranks do not hold whole tensor-parallel groups of tp_size {}; {}",
+                            source, process.local_world_size, tp_size, give));
+  return process.local_world_size / tp_size;
 }
 
 std::shared_ptr<DeviceMesh> make_hybrid_mesh(Communicator& comm, const ProcessState& process, int shard_size,
                                              const std::string& source) {
   const int world = comm.size();
   check_hybrid_shard_size(shard_size, source, world);
-  if (shard_size == 0) {
-    if (process.num_nodes <= 1)
-      throw Error(fmt::format("Accelerator: sharding_strategy HYBRID_SHARD has no mesh: hybrid_shard_size is not "
-                              "given ({}), so a shard group is one node, but all {} ranks run on one node and there "
-                              "is nothing to replicate across; give hybrid_shard_size (FSDPPlugin, "
-                              "ACCEL_FSDP_HYBRID_SHARD_SIZE, the config file's fsdp_hybrid_shard_size or accel "
-                              "launch --fsdp_hybrid_shard_size) dividing {}, or use FULL_SHARD",
-                              source, world, world));
-    if (!ranks_laid_out_by_node(comm, process))
-      throw Error(fmt::format("Accelerator: sharding_strategy HYBRID_SHARD has no mesh: hybrid_shard_size is not "
-                              "given ({}), so a shard group is one node, but the {} ranks are not {} nodes of equal "
-                              "size numbered node by node (rank {} is local rank {} of {} on node {}); give "
-                              "hybrid_shard_size dividing {}",
-                              source, world, process.num_nodes, process.rank, process.local_rank,
-                              process.local_world_size, process.node_rank, world));
-    shard_size = process.local_world_size;
-  }
+  if (shard_size == 0) shard_size = node_shard_size(comm, process, source, 1);
   return std::make_shared<DeviceMesh>(
       comm, std::vector<MeshDim>{{"dp_replicate", world / shard_size}, {"dp_shard", shard_size}});
 }

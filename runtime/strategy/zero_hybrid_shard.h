@@ -15,10 +15,8 @@
 #pragma once
 
 #include <memory>
-#include <string>
-#include <vector>
-
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "collective/device_mesh.h"
@@ -87,8 +85,8 @@ class HybridShard final : public ZeroStage3 {
 };
 
 // Throws accel::Error naming hybrid_shard_size (with its source) and the world size when shard_size
-// is negative or, given (> 0), does not divide world_size.
-void check_hybrid_shard_size(int shard_size, const std::string& source, int world_size);
+// is negative or, given (> 0), does not divide the data-parallel ranks (world_size over tp_size).
+void check_hybrid_shard_size(int shard_size, const std::string& source, int world_size, int tp_size = 1);
 
 // The {dp_replicate, dp_shard} mesh HYBRID_SHARD runs on, over comm (the world). shard_size > 0:
 // that many ranks per shard group, which must divide the world; 0: the ranks of one node, which
@@ -97,6 +95,13 @@ void check_hybrid_shard_size(int shard_size, const std::string& source, int worl
 // Collective over comm.
 std::shared_ptr<DeviceMesh> make_hybrid_mesh(Communicator& comm, const ProcessState& process, int shard_size,
                                              const std::string& source);
+
+// The ranks per shard group when hybrid_shard_size is not given: the data-parallel ranks of one node,
+// its local_world_size over tp_size (the {dp, tp} mesh keeps a tp group's ranks adjacent, so a node's
+// dp ranks are consecutive in every tp coordinate's dp group). Needs several nodes of as many ranks
+// each, numbered node by node, each holding whole tp groups. Throws accel::Error on every rank naming
+// the setting (with its source) and the world. Collective over world.
+int node_shard_size(Communicator& world, const ProcessState& process, const std::string& source, int tp_size);
 
 // A strategy over mesh's dp_shard and dp_replicate communicators, which stay alive with it.
 std::unique_ptr<HybridShard> make_hybrid_shard(Device device, const std::shared_ptr<DeviceMesh>& mesh,

@@ -161,6 +161,10 @@ std::vector<Tensor> ZeroStrategy::local_grads(const std::vector<Tensor>& params)
   return grads;
 }
 
+void ZeroStrategy::reduce_over_slices(Tensor& values, ReduceOp op, const char* what) const {
+  if (comm_->size() > 1) comm_->all_reduce(values, op, what);
+}
+
 std::vector<std::pair<Tensor, Tensor>> ZeroStrategy::local_grad_runs(const std::vector<Tensor>& params) const {
   std::unordered_set<const TensorImpl*> wanted;
   for (const Tensor& p : params) wanted.insert(p.impl());

@@ -46,6 +46,10 @@ class ZeroStrategy : public Strategy {
   // of its elements in the rank's shard grad (the f32 master's grad where that is apart). For a norm
   // that weighs parameters differently (a tensor-parallel model's split and replicated ones).
   std::vector<std::pair<Tensor, Tensor>> local_grad_runs(const std::vector<Tensor>& params) const;
+  // Element-wise op of values over the ranks holding the other slices of this rank's units (the
+  // shard group under HYBRID_SHARD, whose replicas hold the same slices); nothing with no other.
+  // For a norm taken over the slices by the strategy around this one (TensorParallel's).
+  void reduce_over_slices(Tensor& values, ReduceOp op, const char* what) const;
   // The ShardOptimizer's optimizer over this rank's slices.
   const optim::Optimizer& updating_optimizer(const optim::Optimizer& optimizer) const override;
   void optimizer_step(optim::Optimizer& optimizer) override;

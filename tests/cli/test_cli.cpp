@@ -138,6 +138,17 @@ TEST_CASE("accel launch --use_deepspeed --zero_stage N and --use_fsdp set the sh
                       kAccel));
   CHECK(r.status != 0);
   CHECK(r.output.find("fsdp_hybrid_shard_size 3 does not divide the 4 processes") != std::string::npos);
+  r = run(fmt::format("{} launch --dry-run -n 8 --tp_size 2 --use_fsdp --fsdp_sharding_strategy HYBRID_SHARD "
+                      "--fsdp_hybrid_shard_size 8 prog",
+                      kAccel));
+  CHECK(r.status != 0);
+  CHECK(r.output.find("fsdp_hybrid_shard_size 8 does not divide the 8 processes over tp_size 2 (4)") !=
+        std::string::npos);
+  r = run(fmt::format("{} launch --dry-run -n 8 --tp_size 2 --use_fsdp --fsdp_sharding_strategy HYBRID_SHARD "
+                      "--fsdp_hybrid_shard_size 2 prog",
+                      kAccel));
+  CHECK(r.status == 0);
+  CHECK(r.output.find("ACCEL_FSDP_HYBRID_SHARD_SIZE=2") != std::string::npos);
   r = run(fmt::format("{} launch --dry-run -n 1 --use_deepspeed --use_fsdp prog", kAccel));
   CHECK(r.status != 0);
   CHECK(r.output.find("--use_deepspeed and --use_fsdp are two ways to shard; give one") != std::string::npos);

@@ -92,6 +92,8 @@ struct TpSpec {
   int zero_stage = 0;  // 1, 2 or 3: ZeRO over the dp ranks of the tensor-parallel model
   // Stage 3 through FSDPPlugin FULL_SHARD with these auto_wrap types (else DeepSpeedPlugin: one root unit).
   std::vector<std::string> wrap{};
+  // > 0: FSDPPlugin HYBRID_SHARD over the dp ranks, this many per shard group (with wrap's units).
+  int hybrid_shard_size = 0;
 };
 
 // Through the Accelerator with split_batches: each global batch of 4 split between the dp replicas.
@@ -101,7 +103,11 @@ Run accelerated_run(const TpSpec& spec) {
   o.gradient_accumulation_steps = spec.accumulation;
   o.mixed_precision = spec.mixed_precision;
   if (spec.tp_size > 1) o.parallelism_config = ParallelismConfig{.tp_size = spec.tp_size};
-  if (!spec.wrap.empty())
+  if (spec.hybrid_shard_size > 0)
+    o.fsdp_plugin = FSDPPlugin{.sharding_strategy = ShardingStrategy::hybrid_shard,
+                               .auto_wrap = {.module_types = spec.wrap},
+                               .hybrid_shard_size = spec.hybrid_shard_size};
+  else if (!spec.wrap.empty())
     o.fsdp_plugin = FSDPPlugin{.sharding_strategy = ShardingStrategy::full_shard, .auto_wrap = {.module_types = spec.wrap}};
   else if (spec.zero_stage > 0)
     o.deepspeed_plugin = DeepSpeedPlugin{.zero_stage = spec.zero_stage, .gradient_accumulation_steps = std::nullopt};
@@ -336,6 +342,36 @@ TEST_CASE("ZeRO 3 over the dp ranks of a TP model equals one process: its units,
       CHECK(count_of(c, "all_gather at zero all-gather unit") == 10 * (1 + 2 * (units - 1)));
       CHECK(count_of(c, "all_reduce at reducer") == 0);
     }
+}
+
+// tests/ddp/meson.build runs this case on 8 ranks too: 2 replicas x 2 shards x tp 2, a 3-D mesh.
+TEST_CASE("HYBRID_SHARD over the dp ranks of a TP model equals one process: shard groups of dp ranks, replicated") {
+  const int world_size = world()->size();
+  if (world_size < 4) return;  // dp x tp needs 4 ranks; the np 4 and np 8 runs check it
+  const int tp = 2, dp = world_size / tp;
+  const Run expected = reference_run(10);
+  for (int shard = 1; shard <= dp; ++shard) {
+    if (dp % shard != 0) continue;
+    const int replicas = dp / shard;
+    INFO("hybrid_shard over dp_replicate=", replicas, " x dp_shard=", shard, " x tp_size ", tp);
+    const Run run = accelerated_run({.tp_size = tp, .wrap = {"ParallelGPTBlock"}, .hybrid_shard_size = shard});
+    check_close(run.losses, expected.losses, "losses");
+    check_close(run.norms, expected.norms, "grad norms");
+    CHECK(run.norms[0] > kMaxNorm);  // the clip acted
+    check_params(run.params, expected.params);
+    // The blocks and the root: a rank updates 1/shard of its tp parts, the replicas the same slices.
+    const int units = 3;
+    CHECK(run.updated_numel * shard >= run.local_numel);
+    CHECK(run.updated_numel * shard < run.local_numel + units * shard);
+    // Per step and unit one reduce-scatter over the shard group and one all-reduce of its slice over
+    // the replicas; the norm adds the slices over the shard group only (the replicas hold the same).
+    const auto& c = run.collectives;
+    CHECK(count_of(c, "reduce_scatter at zero reduce-scatter of") == 10 * units);
+    CHECK(count_of(c, "all_gather at zero all-gather unit") == 10 * (1 + 2 * (units - 1)));
+    CHECK(count_of(c, "all_reduce at hybrid_shard all-reduce of") == (replicas > 1 ? 10 * units : 0));
+    CHECK(count_of(c, "all_reduce at tensor parallel gradient norm over the zero slices") == (shard > 1 ? 10 : 0));
+    CHECK(count_of(c, "all_reduce at reducer") == 0);
+  }
 }
 
 TEST_CASE("ZeRO over the dp ranks of a TP model: accumulation equals one process, bf16 and fp16 train") {

@@ -191,6 +191,14 @@ TEST_CASE("a hybrid_shard_size for another strategy, or a bad one, names both se
   CHECK_THROWS_WITH_AS(
       parse_config("fsdp_sharding_strategy: HYBRID_SHARD\nfsdp_hybrid_shard_size: 3\nnum_processes: 4\n", "test.yaml"),
       "test.yaml: fsdp_hybrid_shard_size 3 does not divide num_processes 4", Error);
+  // Under tensor parallelism a shard group is made of dp ranks: 4 does not divide 8 over tp_size 4.
+  CHECK(parse_config("fsdp_sharding_strategy: HYBRID_SHARD\nfsdp_hybrid_shard_size: 2\nnum_processes: 8\ntp_size: 2\n",
+                     "test.yaml")
+            .fsdp_hybrid_shard_size == 2);
+  CHECK_THROWS_WITH_AS(
+      parse_config("fsdp_sharding_strategy: HYBRID_SHARD\nfsdp_hybrid_shard_size: 4\nnum_processes: 8\ntp_size: 4\n",
+                   "test.yaml"),
+      "test.yaml: fsdp_hybrid_shard_size 4 does not divide num_processes 8 over tp_size 4 (2)", Error);
 }
 
 TEST_CASE("stage 3's units from FSDPPlugin in code, else ACCEL_FSDP_TRANSFORMER_CLS_TO_WRAP and "

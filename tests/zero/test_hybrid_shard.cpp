@@ -410,12 +410,37 @@ TEST_CASE("bad HYBRID_SHARD configurations name both settings") {
                     "config file's fsdp_hybrid_shard_size or accel launch --fsdp_hybrid_shard_size) dividing {}, or "
                     "use FULL_SHARD",
                     n, n));
-  AcceleratorOptions tp = hybrid_options(1);
+  // Over a tensor-parallel model the shard groups are made of dp ranks (world size over tp_size).
+  if (n % 2 != 0) return;
+  AcceleratorOptions tp = hybrid_options(n);
   tp.parallelism_config = ParallelismConfig{.tp_size = 2};
   CHECK(error_of([&] { Accelerator a(tp); }) ==
-        "Accelerator: tp_size 2 (code) with zero_stage 3 (code, sharding_strategy HYBRID_SHARD): HYBRID_SHARD over "
-        "the data-parallel ranks of a tensor-parallel model (a 3-D mesh) is not built yet; FULL_SHARD and "
-        "SHARD_GRAD_OP are");
+        fmt::format("Accelerator: sharding_strategy HYBRID_SHARD with hybrid_shard_size {} (code): it does not "
+                    "divide the {} data-parallel ranks (world size {} over tp_size 2); expected dp ranks per shard "
+                    "group such that dp = replicas x hybrid_shard_size",
+                    n, n / 2, n));
+  tp.fsdp_plugin->hybrid_shard_size = 0;
+  CHECK(error_of([&] { Accelerator a(tp); }) ==
+        fmt::format("Accelerator: sharding_strategy HYBRID_SHARD has no mesh: hybrid_shard_size is not given "
+                    "(default), so a shard group is one node, but all {} ranks run on one node and there is nothing "
+                    "to replicate across; give hybrid_shard_size (FSDPPlugin, ACCEL_FSDP_HYBRID_SHARD_SIZE, the "
+                    "config file's fsdp_hybrid_shard_size or accel launch --fsdp_hybrid_shard_size) dividing {}, or "
+                    "use FULL_SHARD",
+                    n, n / 2));
+}
+
+TEST_CASE("HYBRID_SHARD's default mesh over a TP model: a node's dp ranks form a shard group, whole tp groups only") {
+  const int n = world()->size(), rank = world()->rank();
+  if (n != 4) return;  // two pretend nodes of one tp group each
+  ProcessState two_nodes{.rank = rank, .world_size = n, .local_rank = rank % 2, .local_world_size = 2,
+                         .node_rank = rank / 2, .num_nodes = 2};
+  CHECK(node_shard_size(*world(), two_nodes, "default", 1) == 2);
+  CHECK(node_shard_size(*world(), two_nodes, "default", 2) == 1);
+  // tp 4 spans both nodes: no node holds a whole tp group.
+  CHECK(error_of([&] { (void)node_shard_size(*world(), two_nodes, "default", 4); }) ==
+        "Accelerator: sharding_strategy HYBRID_SHARD has no mesh: hybrid_shard_size is not given (default), so a "
+        "shard group is the data-parallel ranks of one node, but a node's 2 ranks do not hold whole "
+        "tensor-parallel groups of tp_size 4; give hybrid_shard_size dividing 1");
 }
 
 }  // namespace test
