@@ -428,6 +428,38 @@ TEST_CASE("a TP=2 x ZeRO checkpoint resumes at TP=1, at TP=2 without ZeRO and un
   }
 }
 
+// tests/ddp/meson.build runs this case on 8 ranks too (2 replicas x 2 shards x tp 2).
+TEST_CASE("HYBRID_SHARD over the dp ranks of a TP model: its checkpoint resumes at another tp_size, under "
+          "FULL_SHARD and under HYBRID_SHARD") {
+  const int world_size = world()->size();
+  if (world_size < 4) return;  // dp x tp needs 4 ranks; the np 4 and np 8 runs check it
+  const int dp = world_size / 2, shard = std::max(1, dp / 2);
+  const Run expected = reference_run(10);
+  const std::string dir = shared_temp_dir() + "/tp2_hybrid";
+  const TpSpec hybrid{.tp_size = 2, .wrap = {"ParallelGPTBlock"}, .hybrid_shard_size = shard};
+  TpSpec save = hybrid;
+  save.until = 5;
+  save.save_dir = dir;
+  const Run saved = accelerated_run(save);
+  // One shard file per tp rank, the parts whole (gathered over the shard group), written once.
+  if (world()->rank() == 0) {
+    CHECK(std::filesystem::exists(dir + "/model.shard-00002-of-00002.safetensors"));
+    CHECK(std::filesystem::exists(dir + "/optimizer.shard-00002-of-00002.safetensors"));
+    check_params(read_checkpoint_model(dir), saved.params);
+  }
+  // At TP=1 on 4 ranks; on 8 the global batch of 4 does not split 8 ways, so at TP=4 (dp 2).
+  TpSpec other_tp{.tp_size = world_size == 4 ? 1 : 4}, full_shard{.tp_size = 2, .zero_stage = 3}, again = hybrid;
+  for (TpSpec* at : {&other_tp, &full_shard, &again}) {
+    INFO("resumed at tp_size ", at->tp_size, ", zero_stage ", at->zero_stage, ", hybrid_shard_size ",
+         at->hybrid_shard_size, " on ", world_size, " ranks");
+    at->from = 5;
+    at->load_dir = dir;
+    const Run resumed = accelerated_run(*at);
+    check_close(resumed.losses, std::vector<double>(expected.losses.begin() + 5, expected.losses.end()), "losses");
+    check_params(resumed.params, expected.params);
+  }
+}
+
 TEST_CASE("tp_size shows in the settings line, and bad sizes and models are refused naming the values") {
   const int world_size = world()->size();
   AcceleratorOptions o = options();
