@@ -86,4 +86,30 @@ Tensor join_parts(const std::vector<Tensor>& parts, const TensorSplit& split) {
                                                    : nograd::clone(nograd::narrow(joined, split.dim, 0, split.full_size));
 }
 
+std::vector<RunInFull> runs_in_full(const Shape& part_shape, const TensorSplit& split, int rank, int64_t offset,
+                                    int64_t count) {
+  const auto dim = static_cast<size_t>(split.dim);
+  int64_t inner = 1;
+  for (size_t d = dim + 1; d < part_shape.size(); ++d) inner *= part_shape[d];
+  const int64_t part_rows = part_shape.at(dim), per_block = part_rows / split.blocks;
+  const int64_t full_block = split.full_size / split.blocks;
+  // Of a block's per_block rows in this part, those before the padding.
+  const int64_t valid_rows = std::clamp<int64_t>(full_block - rank * per_block, 0, per_block);
+  const int64_t chunk = per_block * inner;  // one block's rows of one outer index: contiguous in both
+  std::vector<RunInFull> out;
+  if (chunk == 0) return out;
+  for (int64_t e = offset, end = offset + count; e < end;) {
+    const int64_t index = e / chunk, outer = index / split.blocks, block = index % split.blocks;
+    const int64_t chunk_start = index * chunk, chunk_end = std::min(end, chunk_start + chunk);
+    const int64_t valid_end = std::min(chunk_end, chunk_start + valid_rows * inner);
+    if (e < valid_end) {
+      const int64_t full_row = block * full_block + rank * per_block;
+      const int64_t full_start = (outer * split.full_size + full_row) * inner + (e - chunk_start);
+      out.push_back({e - offset, full_start, valid_end - e});
+    }
+    e = chunk_end;
+  }
+  return out;
+}
+
 }  // namespace accel::nn::parallel

@@ -1,6 +1,7 @@
 // How tensor-parallel layers cut a full tensor into the ranks' parts: the size check every layer
 // shares, a rank's part of a dim (of each stacked block of it), the vocab range of a rank, and the
-// split of a parameter that cuts a full tensor and joins the parts again (for checkpoints).
+// split of a parameter that cuts a full tensor and joins the parts again (for checkpoints), and
+// where a run of a part's elements lies in the full tensor.
 #pragma once
 
 #include <cstdint>
@@ -55,5 +56,18 @@ Tensor split_part(const Tensor& full, const TensorSplit& split, int rank, int si
 
 // The inverse: every rank's part, in rank order, joined into the full tensor (padding dropped).
 Tensor join_parts(const std::vector<Tensor>& parts, const TensorSplit& split);
+
+// Where a run of a part's elements lies in the full tensor: count elements of the run, from its element
+// part_offset on, are elements full_offset.. of the full tensor (both row-major).
+struct RunInFull {
+  int64_t part_offset = 0, full_offset = 0, count = 0;
+};
+
+// The run [offset, offset + count) of rank `rank`'s part (of shape part_shape) under split, as the
+// runs of the full tensor it covers, in order: one per block and index of the dims before the split
+// dim that it touches, the padding dropped. For a checkpoint whose ranks save ZeRO slices of their
+// tensor-parallel parts with global offsets.
+std::vector<RunInFull> runs_in_full(const Shape& part_shape, const TensorSplit& split, int rank, int64_t offset,
+                                    int64_t count);
 
 }  // namespace accel::nn::parallel

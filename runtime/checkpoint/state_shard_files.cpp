@@ -9,6 +9,7 @@
 #include <iterator>
 #include <limits>
 #include <map>
+#include <set>
 #include <functional>
 #include <variant>
 #include <nlohmann/json.hpp>
@@ -347,9 +348,10 @@ std::pair<nn::StateDict, SafetensorsMetadata> state_shard_file(const StateShard&
                             shard.local.size()));
   nn::StateDict tensors;
   json pieces = json::object(), order = json::array();
+  std::set<std::string> ordered;  // a tensor in several runs (a ZeRO slice of a tensor-parallel part) is named once
   for (size_t i = 0; i < shard.local.size(); ++i) {
     const auto& [name, t] = shard.local[i];
-    order.push_back(name);
+    if (ordered.insert(name).second) order.push_back(name);
     if (std::holds_alternative<std::monostate>(shard.places[i])) {
       if (shard.part == 0) tensors.emplace_back(name, t);  // whole: one copy is enough
       continue;

@@ -6,8 +6,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <variant>
 
 #include "autograd/grad_mode.h"
+#include "nn/parallel/partition.h"
 #include "nn/parallel/split_layer.h"
 #include "nn/parallel/tensor_parallel_model.h"
 #include "tensor/creation.h"
@@ -237,9 +239,7 @@ void TensorParallel::load_optimizer_state_dict(optim::Optimizer& optimizer, cons
   else optimizer.load_state_dict(parts);
 }
 
-StateShard TensorParallel::shard_of(
-    const nn::StateDict& local,
-    const std::function<const nn::parallel::TensorSplit*(const std::string&, const Tensor&)>& split_for) const {
+StateShard TensorParallel::shard_of(const nn::StateDict& local, const SplitFor& split_for) const {
   StateShard shard{.local = local, .places = {}, .part = tp().rank(), .parts = tp().size(),
                    .writer = mesh_->coordinate("dp") == 0};
   for (const auto& [key, t] : local) {
@@ -249,21 +249,52 @@ StateShard TensorParallel::shard_of(
   return shard;
 }
 
+StateShard TensorParallel::full_runs_of(StateShard zero, const SplitFor& split_for) const {
+  NoGradGuard no_grad;
+  StateShard out{.local = {}, .places = {}, .part = tp().rank() * zero.parts + zero.part,
+                 .parts = tp().size() * zero.parts, .writer = zero.writer};
+  auto add = [&out](const std::string& key, Tensor t, ShardPlace place) {
+    out.local.emplace_back(key, std::move(t));
+    out.places.push_back(std::move(place));
+  };
+  for (size_t i = 0; i < zero.local.size(); ++i) {
+    const auto& [key, t] = zero.local[i];
+    const auto* run = std::get_if<ElementRun>(&zero.places[i]);
+    const nn::parallel::TensorSplit* split = run ? split_for(key, t) : nullptr;
+    if (!split) {  // whole, or a run of a replicated tensor
+      if (!run || tp().rank() == 0) add(key, t, zero.places[i]);
+      continue;
+    }
+    Shape full = run->full_shape;
+    full[static_cast<size_t>(split->dim)] = split->full_size;
+    const std::vector<nn::parallel::RunInFull> runs =
+        nn::parallel::runs_in_full(run->full_shape, *split, tp().rank(), run->offset, t.numel());
+    if (runs.empty()) add(key, nograd::narrow(t, 0, 0, 0), ElementRun{0, full});  // none of it: the name only
+    for (const nn::parallel::RunInFull& r : runs)
+      add(key, nograd::narrow(t, 0, r.part_offset, r.count), ElementRun{r.full_offset, full});
+  }
+  return out;
+}
+
 std::optional<StateShard> TensorParallel::model_state_shard(const nn::Module& model) const {
   const Prepared& p = prepared(model, "model_state_shard");
-  return shard_of(local_model_state(model), [&](const std::string& name, const Tensor&) {
+  const SplitFor by_name = [&](const std::string& name, const Tensor&) -> const nn::parallel::TensorSplit* {
     const auto it = p.splits.find(name);
     return it == p.splits.end() ? nullptr : &it->second;
-  });
+  };
+  if (zero_) return full_runs_of(*zero_->model_state_shard(model), by_name);
+  return shard_of(local_model_state(model), by_name);
 }
 
 std::optional<StateShard> TensorParallel::optimizer_state_shard(const optim::Optimizer& optimizer) const {
-  return shard_of(local_optimizer_state(optimizer), [&](const std::string& key, const Tensor& t) {
+  const SplitFor by_key = [&](const std::string& key, const Tensor& t) -> const nn::parallel::TensorSplit* {
     size_t index = 0;
     std::string slot;
     const bool per_param = optim::parse_state_key(key, index, slot) && index < optimizer.params().size();
     return per_param && t.dim() > 0 ? split_of(optimizer.params()[index]) : nullptr;
-  });
+  };
+  if (zero_) return full_runs_of(*zero_->optimizer_state_shard(optimizer), by_key);
+  return shard_of(local_optimizer_state(optimizer), by_key);
 }
 
 }  // namespace accel

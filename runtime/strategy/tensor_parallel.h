@@ -68,8 +68,9 @@ class TensorParallel final : public Strategy {
   nn::LoadResult load_model_state_dict(nn::Module& model, const nn::StateDict& state, bool strict) override;
   optim::StateDict optimizer_state_dict(const optim::Optimizer& optimizer) const override;
   void load_optimizer_state_dict(optim::Optimizer& optimizer, const optim::StateDict& state) override;
-  // Checkpoints as shards: each rank of the first dp replica writes its parts, none is gathered over
-  // tp (under ZeRO the parts are gathered over dp first: collective).
+  // Checkpoints as shards, nothing gathered: each rank of the first dp replica writes its parts; under
+  // ZeRO every rank writes its slices of its parts as runs of the full tensors (under HYBRID_SHARD the
+  // first replica's ranks), part tp x S + s of tp x S, where S is ZeRO's parts.
   std::optional<StateShard> model_state_shard(const nn::Module& model) const override;
   std::optional<StateShard> optimizer_state_shard(const optim::Optimizer& optimizer) const override;
 
@@ -91,8 +92,13 @@ class TensorParallel final : public Strategy {
   // the optimizer's positional keys.
   nn::StateDict local_model_state(const nn::Module& model) const;
   optim::StateDict local_optimizer_state(const optim::Optimizer& optimizer) const;
-  StateShard shard_of(const nn::StateDict& local, const std::function<const nn::parallel::TensorSplit*(
-                                                      const std::string& key, const Tensor& t)>& split_for) const;
+  // The split of a state entry, by its key (and tensor), or null for a replicated one.
+  using SplitFor = std::function<const nn::parallel::TensorSplit*(const std::string& key, const Tensor& t)>;
+  StateShard shard_of(const nn::StateDict& local, const SplitFor& split_for) const;
+  // ZeRO's shard of this rank's parts, each run of a part's elements mapped to the runs of the full
+  // tensor it covers (the split's padding dropped); a replicated tensor's runs come from tp rank 0
+  // only, as every tp rank holds the same.
+  StateShard full_runs_of(StateShard zero, const SplitFor& split_for) const;
 
   const Environment& env_;
   ReducerOptions options_;
