@@ -46,6 +46,21 @@ std::string reduction_name(Reduction r) {
   return r == Reduction::mean ? "mean" : r == Reduction::sum ? "sum" : "none";
 }
 
+// The vocab-parallel loss equals the full one, the same on every rank; after a backward of each from
+// seed (undefined for a scalar loss) the shards' grads, joined, equal the full logits' grad and are
+// zero over the padding columns.
+void check_loss_and_grads(const Tensor& loss, const Tensor& expected, const Tensor& shard, const Tensor& full,
+                          Communicator& tp, int64_t vocab, const Tensor& seed) {
+  CHECK(differs(loss, expected) == "");
+  CHECK(differs_across_ranks(loss, tp) == "");
+  backward(expected, seed);
+  backward(loss, seed);
+  const Tensor grads = gather_along(shard.grad(), -1, tp);
+  CHECK(differs(nograd::narrow(grads, -1, 0, vocab), full.grad()) == "");
+  const int64_t padded = grads.size(-1) - vocab;
+  if (padded > 0) CHECK(differs(nograd::narrow(grads, -1, vocab, padded), zeros({2, 3, padded}), 0.0) == "");
+}
+
 }  // namespace
 
 TEST_CASE("vocab-parallel cross-entropy equals nn::cross_entropy of the full logits: loss and logits grad") {
@@ -69,16 +84,8 @@ TEST_CASE("vocab-parallel cross-entropy equals nn::cross_entropy of the full log
                 shard, target, *tp, {.vocab_size = vocab, .ignore_index = ignore_index, .reduction = reduction});
             const Tensor expected = nn::cross_entropy(full, target, ignore_index, reduction);
             CHECK(loss.dtype() == expected.dtype());
-            CHECK(differs(loss, expected) == "");
-            CHECK(differs_across_ranks(loss, *tp) == "");
             const Tensor seed = reduction == Reduction::none ? randn({2, 3}, data) : Tensor();
-            backward(expected, seed);
-            backward(loss, seed);
-            const Tensor grads = gather_along(shard.grad(), -1, *tp);
-            CHECK(differs(nograd::narrow(grads, -1, 0, vocab), full.grad()) == "");
-            const int64_t padded = grads.size(-1) - vocab;
-            if (padded > 0)
-              CHECK(differs(nograd::narrow(grads, -1, vocab, padded), zeros({2, 3, padded}), 0.0) == "");
+            check_loss_and_grads(loss, expected, shard, full, *tp, vocab, seed);
           }
         }
       }
@@ -111,16 +118,8 @@ TEST_CASE("vocab-parallel cross-entropy with class weights and label smoothing e
                   {.vocab_size = vocab, .reduction = reduction, .weight = weight, .label_smoothing = eps});
               const Tensor expected = nn::cross_entropy(
                   full, target, {.weight = weight, .reduction = reduction, .label_smoothing = eps});
-              CHECK(differs(loss, expected) == "");
-              CHECK(differs_across_ranks(loss, *tp) == "");
               const Tensor seed = reduction == Reduction::none ? randn({2, 3}, data) : Tensor();
-              backward(expected, seed);
-              backward(loss, seed);
-              const Tensor grads = gather_along(shard.grad(), -1, *tp);
-              CHECK(differs(nograd::narrow(grads, -1, 0, vocab), full.grad()) == "");
-              const int64_t padded = grads.size(-1) - vocab;
-              if (padded > 0)
-                CHECK(differs(nograd::narrow(grads, -1, vocab, padded), zeros({2, 3, padded}), 0.0) == "");
+              check_loss_and_grads(loss, expected, shard, full, *tp, vocab, seed);
             }
           }
         }
