@@ -25,9 +25,9 @@ std::unique_ptr<Strategy> make_strategy(const Environment& env, const EffectiveS
   const std::string& hybrid_source = settings.hybrid_shard_size.source;
   if (settings.hybrid_shard) check_hybrid_shard_size(hybrid_shard_size, hybrid_source, env.world_size(), tp_size);
   if (!env.comm()) return std::make_unique<SingleDevice>(env.device());
-  // Under TP the shard groups are made of dp ranks; a node's share is resolved over the world, so that
-  // every rank refuses alike.
-  if (settings.hybrid_shard && tp_size > 1 && hybrid_shard_size == 0)
+  // Not given: a shard group is a node's dp ranks (under TP each dp group sees only its own ranks),
+  // resolved over the world so that every rank refuses alike.
+  if (settings.hybrid_shard && hybrid_shard_size == 0)
     hybrid_shard_size = node_shard_size(env.grads_comm(), env.process(), hybrid_source, tp_size);
   ReducerOptions options;
   const double cap_mb = settings.bucket_cap_mb.value;
