@@ -102,7 +102,7 @@ std::vector<std::string> as_module_types(const std::string& source, const std::s
   }
   if (text.empty()) return {};
   const std::optional<std::vector<std::string>> names = parse_module_types(text);
-  if (!names) fail(source, value, fmt::format("{} must be module type names separated by commas, got '{}'", key, text));
+  if (!names) fail(source, value, fmt::format("{} must be {}, got '{}'", key, kModuleTypesExpected, text));
   return *names;
 }
 

@@ -14,6 +14,7 @@
 #include "runtime/accelerate_names.h"
 #include "runtime/config_file.h"
 #include "runtime/process_state.h"
+#include "runtime/sharding_plugins.h"
 #include "runtime/tracking/tracker_names.h"
 
 namespace accel {
@@ -194,8 +195,8 @@ void resolve_auto_wrap(const AcceleratorOptions& o, const Env& env, const std::o
     const std::optional<std::vector<std::string>> names = parse_module_types(types->value);
     if (!names)
       throw Error(fmt::format("Accelerator: fsdp_transformer_layer_cls_to_wrap '{}' from environment {} is not valid; "
-                              "expected module type names separated by commas",
-                              types->value, types->name));
+                              "expected {}",
+                              types->value, types->name, kModuleTypesExpected));
     policy.module_types = *names;
     sources.push_back("environment " + types->name);
   }

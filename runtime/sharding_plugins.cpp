@@ -4,6 +4,8 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
+#include <cctype>
 #include <sstream>
 
 namespace accel {
@@ -15,6 +17,13 @@ std::string AutoWrapPolicy::describe() const {
   return fmt::format("{}", fmt::join(parts, ", "));
 }
 
+// A module's type_name() is a C++ class name; anything else matches no module, and would not survive
+// to_yaml's plain list either.
+bool is_type_name(const std::string& name) {
+  const auto word = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; };
+  return !name.empty() && !std::isdigit(static_cast<unsigned char>(name[0])) && std::all_of(name.begin(), name.end(), word);
+}
+
 std::optional<std::vector<std::string>> parse_module_types(const std::string& text) {
   std::vector<std::string> names;
   std::stringstream in(text);
@@ -22,6 +31,7 @@ std::optional<std::vector<std::string>> parse_module_types(const std::string& te
     const size_t first = name.find_first_not_of(" \t"), last = name.find_last_not_of(" \t");
     if (first == std::string::npos) return std::nullopt;
     names.push_back(name.substr(first, last - first + 1));
+    if (!is_type_name(names.back())) return std::nullopt;
   }
   if (names.empty() || text.back() == ',') return std::nullopt;
   return names;

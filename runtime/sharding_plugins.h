@@ -66,8 +66,11 @@ struct AutoWrapPolicy {
 };
 
 // Module type names separated by commas, as Accelerate's fsdp_transformer_layer_cls_to_wrap: "GPTBlock"
-// or "GPTBlock, MLP". nullopt when a name is empty.
+// or "GPTBlock, MLP". nullopt when a name is empty or not a type name (letters, digits and '_', not
+// starting with a digit); kModuleTypesExpected says so in an error.
 std::optional<std::vector<std::string>> parse_module_types(const std::string& text);
+inline constexpr const char* kModuleTypesExpected =
+    "module type names (letters, digits and '_', not starting with a digit) separated by commas";
 
 // PyTorch FSDP, as Accelerate's FullyShardedDataParallelPlugin.
 struct FSDPPlugin {

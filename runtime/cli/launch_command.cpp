@@ -164,9 +164,8 @@ void LaunchCommand::apply_auto_wrap_flags(ConfigFile& c) const {
   if (!wrap_types_.empty()) {
     const std::optional<std::vector<std::string>> names = parse_module_types(wrap_types_);
     if (!names)
-      throw Error(fmt::format("accel launch: --fsdp_transformer_layer_cls_to_wrap '{}' must be module type names "
-                              "separated by commas",
-                              wrap_types_));
+      throw Error(
+          fmt::format("accel launch: --fsdp_transformer_layer_cls_to_wrap '{}' must be {}", wrap_types_, kModuleTypesExpected));
     c.fsdp_transformer_layer_cls_to_wrap = *names;
   }
   if (min_num_params_ > 0) c.fsdp_min_num_params = min_num_params_;

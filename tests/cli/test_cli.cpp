@@ -105,6 +105,10 @@ TEST_CASE("accel launch --use_deepspeed --zero_stage N and --use_fsdp set the sh
   CHECK(r.status != 0);
   CHECK(r.output.find("they need --use_fsdp with FULL_SHARD or HYBRID_SHARD, but the sharding strategy is "
                       "'SHARD_GRAD_OP'") != std::string::npos);
+  r = run(fmt::format("{} launch --dry-run -n 2 --use_fsdp --fsdp_transformer_layer_cls_to_wrap 'GPT Block' prog", kAccel));
+  CHECK(r.status != 0);
+  CHECK(r.output.find("--fsdp_transformer_layer_cls_to_wrap 'GPT Block' must be module type names (letters, digits "
+                      "and '_', not starting with a digit) separated by commas") != std::string::npos);
   r = run(fmt::format("{} launch --dry-run -n 2 --use_fsdp --fsdp_auto_wrap_policy SIZE_BASED_WRAP prog", kAccel));
   CHECK(r.status != 0);
   CHECK(r.output.find("--fsdp_auto_wrap_policy SIZE_BASED_WRAP needs --fsdp_min_num_params") != std::string::npos);

@@ -240,8 +240,14 @@ TEST_CASE("stage 3's units from FSDPPlugin in code, else ACCEL_FSDP_TRANSFORMER_
   CHECK_THROWS_WITH_AS(resolve_settings(quiet(), with_env({{"ACCEL_FSDP_SHARDING_STRATEGY", "FULL_SHARD"},
                                                             {"ACCEL_FSDP_TRANSFORMER_CLS_TO_WRAP", "GPTBlock,"}})),
                        "Accelerator: fsdp_transformer_layer_cls_to_wrap 'GPTBlock,' from environment "
-                       "ACCEL_FSDP_TRANSFORMER_CLS_TO_WRAP is not valid; expected module type names separated by commas",
+                       "ACCEL_FSDP_TRANSFORMER_CLS_TO_WRAP is not valid; expected module type names (letters, digits "
+                       "and '_', not starting with a digit) separated by commas",
                        Error);
+  // Not a class name: no module could match it, and to_yaml could not write it back as it was read.
+  for (const std::string bad : {"GPT Block", "2Block", "GPT\xff", "Block[1]", "a:b"})
+    CHECK_THROWS_AS(resolve_settings(quiet(), with_env({{"ACCEL_FSDP_SHARDING_STRATEGY", "FULL_SHARD"},
+                                                         {"ACCEL_FSDP_TRANSFORMER_CLS_TO_WRAP", bad}})),
+                    Error);
   CHECK_THROWS_WITH_AS(resolve_settings(quiet(), with_env({{"ACCEL_FSDP_SHARDING_STRATEGY", "FULL_SHARD"},
                                                             {"ACCEL_FSDP_MIN_NUM_PARAMS", "0"}})),
                        "Accelerator: fsdp_min_num_params '0' from environment ACCEL_FSDP_MIN_NUM_PARAMS is not valid; "
@@ -268,6 +274,11 @@ TEST_CASE("stage 3's units from FSDPPlugin in code, else ACCEL_FSDP_TRANSFORMER_
   CHECK(parse_config("zero_stage: 3\nfsdp_min_num_params: 100\n", "t.yaml").fsdp_min_num_params == 100);
   CHECK(parse_config("fsdp_sharding_strategy: HYBRID_SHARD\nfsdp_transformer_layer_cls_to_wrap: 'A, B'\n", "t.yaml")
             .fsdp_transformer_layer_cls_to_wrap == std::vector<std::string>{"A", "B"});
+  // The fuzzer's find: bytes that are no class name were taken, and to_yaml wrote a list YAML refuses.
+  CHECK_THROWS_WITH_AS(parse_config("zero_stage: 3\nfsdp_transformer_layer_cls_to_wrap: [GPT2Bl\xff, MLP]\n", "t.yaml"),
+                       "t.yaml:2: fsdp_transformer_layer_cls_to_wrap must be module type names (letters, digits and "
+                       "'_', not starting with a digit) separated by commas, got 'GPT2Bl\xff,MLP'",
+                       Error);
   CHECK_THROWS_WITH_AS(parse_config("fsdp_sharding_strategy: SHARD_GRAD_OP\nfsdp_min_num_params: 100\n", "t.yaml"),
                        "t.yaml: fsdp_transformer_layer_cls_to_wrap and fsdp_min_num_params choose stage 3's units, "
                        "but the sharding is zero_stage 0, fsdp_sharding_strategy 'SHARD_GRAD_OP'; give FULL_SHARD or "
