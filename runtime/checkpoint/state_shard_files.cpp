@@ -1,6 +1,6 @@
 // Per-rank shard files of split state: a part cut into the pieces that are ranges of the full tensor
-// (one per block of a fused split, or one run of elements; the padding left out), and the full tensors
-// put back together, every element filled exactly once.
+// (one per block of a fused split, or one run of elements; the padding left out) or a run of a part,
+// and the full tensors put back together, every element filled exactly once.
 #include "runtime/checkpoint/state_shard_files.h"
 
 #include <fmt/format.h>
@@ -30,13 +30,22 @@ namespace {
 constexpr const char* kPiecesKey = "accel_pieces";  // the metadata entry with every piece's place
 constexpr const char* kOrderKey = "accel_order";    // the full state's names in order (safetensors sorts keys)
 
-// A piece's place in its full tensor: rows [offset, offset + r) along dim (a split part), or, when
-// elements, elements [offset, offset + n) of the full tensor flattened (a run).
+// A piece's place in its full tensor: rows [offset, offset + r) along dim (a split part); elements
+// [offset, offset + n) of the full tensor flattened (a run); or elements [offset, offset + n) of part
+// `part` (part_rows along dim) of the full tensor split along dim in `blocks` fused blocks (a part run).
+enum class PieceKind { rows, elements, part_run };
 struct Piece {
-  bool elements = false;
+  PieceKind kind = PieceKind::elements;
   int64_t dim = 0, offset = 0;
   Shape full;
+  int64_t blocks = 1, part = 0, part_rows = 0;  // a part run's
 };
+
+Shape part_shape(const Piece& where) {
+  Shape shape = where.full;
+  shape[static_cast<size_t>(where.dim)] = where.part_rows;
+  return shape;
+}
 
 // Part `part` of `parts` of a tensor split as `split`, as (offset in the full tensor, rows of the part,
 // rows written) per block: the padding past split.full_size is not written.
@@ -70,6 +79,24 @@ void add_pieces(const StateShard& shard, size_t i, nn::StateDict& tensors, json&
       tensors.emplace_back(key, nograd::contiguous(nograd::narrow(t, split->dim, start, rows)));
       pieces[key] = {{"name", name}, {"dim", split->dim}, {"offset", offset}, {"full_shape", full}};
     }
+    return;
+  }
+  if (const auto* run = std::get_if<PartRun>(&shard.places[i])) {
+    const int64_t part_numel = numel_of(run->part_shape);
+    if (t.dim() != 1 || run->offset < 0 || run->offset + t.numel() > part_numel)
+      throw Error(fmt::format("state_shard_file: '{}' is a run of {} elements at offset {} of a part {}; a run must be "
+                              "1-D and lie within its part",
+                              name, shape_str(t.shape()), run->offset, shape_str(run->part_shape)));
+    if (t.numel() == 0) return;
+    Shape full = run->part_shape;
+    full[static_cast<size_t>(run->split.dim)] = run->split.full_size;
+    const std::string key = fmt::format("{}@{}.{}", name, run->part, run->offset);
+    tensors.emplace_back(key, nograd::contiguous(t));
+    pieces[key] = {{"name", name},
+                   {"element_offset", run->offset},
+                   {"full_shape", full},
+                   {"part_of", {{"dim", run->split.dim}, {"blocks", run->split.blocks}, {"part", run->part},
+                                {"rows", run->part_shape[static_cast<size_t>(run->split.dim)]}}}};
     return;
   }
   const ElementRun& run = std::get<ElementRun>(shard.places[i]);
@@ -117,8 +144,22 @@ struct Pieces {
 // comparisons subtract, so that no offset a file gives can overflow them.
 bool fits(const Shape& piece, const Piece& where) {
   const int64_t rank = static_cast<int64_t>(piece.size());
-  if (where.elements)
-    return rank == 1 && where.offset >= 0 && piece[0] <= numel_of(where.full) && where.offset <= numel_of(where.full) - piece[0];
+  auto run_fits = [&](int64_t numel) {
+    return rank == 1 && where.offset >= 0 && piece[0] <= numel && where.offset <= numel - piece[0];
+  };
+  if (where.kind == PieceKind::elements) return run_fits(numel_of(where.full));
+  if (where.kind == PieceKind::part_run) {
+    // Each of the part's blocks no larger than the full tensor's (so the part's size cannot overflow),
+    // and its rows starting within the block.
+    if (where.dim < 0 || where.dim >= static_cast<int64_t>(where.full.size()) || where.blocks < 1) return false;
+    const int64_t size = where.full[static_cast<size_t>(where.dim)];
+    if (size % where.blocks != 0 || where.part_rows < 0 || where.part_rows % where.blocks != 0) return false;
+    const int64_t full_block = size / where.blocks, per_block = where.part_rows / where.blocks;
+    if (per_block > full_block || where.part < 0 || where.part > (per_block == 0 ? 0 : full_block / per_block) ||
+        where.part > std::numeric_limits<int>::max())
+      return false;
+    return run_fits(numel_of(part_shape(where)));
+  }
   if (where.dim < 0 || where.dim >= rank || rank != static_cast<int64_t>(where.full.size())) return false;
   for (int64_t d = 0; d < rank; ++d)
     if (d != where.dim && piece[static_cast<size_t>(d)] != where.full[static_cast<size_t>(d)]) return false;
@@ -134,7 +175,16 @@ struct CoveredRun {
 };
 std::vector<CoveredRun> covered_runs(const PieceSource& p) {
   const Piece& where = p.where;
-  if (where.elements) return {{where.offset, where.offset + numel_of(p.shape), 0}};
+  if (where.kind == PieceKind::elements) return {{where.offset, where.offset + numel_of(p.shape), 0}};
+  if (where.kind == PieceKind::part_run) {
+    const nn::parallel::TensorSplit split{.dim = where.dim, .blocks = where.blocks,
+                                          .full_size = where.full[static_cast<size_t>(where.dim)]};
+    std::vector<CoveredRun> out;
+    for (const nn::parallel::RunInFull& r : nn::parallel::runs_in_full(part_shape(where), split, static_cast<int>(where.part),
+                                                                       where.offset, numel_of(p.shape)))
+      out.push_back({r.full_offset, r.full_offset + r.count, r.part_offset});
+    return out;
+  }
   int64_t outer = 1, inner = 1;
   for (int64_t d = 0; d < where.dim; ++d) outer *= where.full[static_cast<size_t>(d)];
   for (size_t d = static_cast<size_t>(where.dim) + 1; d < where.full.size(); ++d) inner *= where.full[d];
@@ -173,9 +223,11 @@ void add_piece(Pieces& a, const std::string& name, PieceSource piece, bool whole
   const std::string end = where.offset <= std::numeric_limits<int64_t>::max() - count
                               ? std::to_string(where.offset + count)
                               : fmt::format("{} + {}", where.offset, count);
-  const std::string at = whole           ? std::string("whole")
-                         : where.elements ? fmt::format("elements {} to {}", where.offset, end)
-                                          : fmt::format("offset {} of dim {}", where.offset, where.dim);
+  const std::string at = whole ? std::string("whole")
+                         : where.kind == PieceKind::elements ? fmt::format("elements {} to {}", where.offset, end)
+                         : where.kind == PieceKind::part_run
+                             ? fmt::format("elements {} to {} of part {} along dim {}", where.offset, end, where.part, where.dim)
+                             : fmt::format("offset {} of dim {}", where.offset, where.dim);
   if (!a.sources.empty() && a.whole && whole) return;  // a tensor held whole by several parts: one copy is enough
   if (!a.sources.empty() && (a.whole || whole))
     throw Error(fmt::format("load_state: {}: '{}' is stored whole in one shard file and in pieces in another",
@@ -183,7 +235,7 @@ void add_piece(Pieces& a, const std::string& name, PieceSource piece, bool whole
   if (a.sources.empty()) {
     a.entry = {name, where.full, piece.dtype};
     a.whole = whole;
-    a.dim = where.elements ? kElements : where.dim;
+    a.dim = where.kind == PieceKind::rows ? where.dim : kElements;
   }
   if (a.entry.shape != where.full || a.entry.dtype != piece.dtype || !fits(piece.shape, where))
     throw Error(fmt::format("load_state: {}: the piece of '{}' at {} ({} {}) does not fit its full tensor {} {}",
@@ -194,7 +246,7 @@ void add_piece(Pieces& a, const std::string& name, PieceSource piece, bool whole
       throw Error(fmt::format("load_state: {}: the piece of '{}' at {} overlaps another piece of it; is a shard file "
                               "repeated?",
                               piece.origin, name, at));
-  if (where.elements || a.dim != where.dim) a.dim = kElements;
+  if (where.kind != PieceKind::rows || a.dim != where.dim) a.dim = kElements;
   a.sources.push_back(std::move(piece));
 }
 
@@ -283,9 +335,23 @@ std::vector<Pieces> in_order(std::map<std::string, Pieces> found, std::vector<st
 // The place of a piece from a file's metadata; a full shape with a negative dim, or more elements
 // than int64 counts, throws.
 Piece piece_of(const json& p, const std::string& file, const std::string& key) {
-  Piece where = p.contains("element_offset")
-                    ? Piece{true, 0, p.at("element_offset").get<int64_t>(), p.at("full_shape").get<Shape>()}
-                    : Piece{false, p.at("dim").get<int64_t>(), p.at("offset").get<int64_t>(), p.at("full_shape").get<Shape>()};
+  Piece where;
+  where.full = p.at("full_shape").get<Shape>();
+  if (p.contains("part_of")) {
+    const json& part = p.at("part_of");
+    where.kind = PieceKind::part_run;
+    where.dim = part.at("dim").get<int64_t>();
+    where.blocks = part.at("blocks").get<int64_t>();
+    where.part = part.at("part").get<int64_t>();
+    where.part_rows = part.at("rows").get<int64_t>();
+    where.offset = p.at("element_offset").get<int64_t>();
+  } else if (p.contains("element_offset")) {
+    where.offset = p.at("element_offset").get<int64_t>();
+  } else {
+    where.kind = PieceKind::rows;
+    where.dim = p.at("dim").get<int64_t>();
+    where.offset = p.at("offset").get<int64_t>();
+  }
   bool counts = std::all_of(where.full.begin(), where.full.end(), [](int64_t d) { return d >= 0; });
   try {
     shape_numel(where.full);
@@ -312,7 +378,7 @@ void add_file_pieces(const fs::path& file, std::map<std::string, Pieces>& found,
     throw Error(fmt::format("load_state: {}: bad '{}' metadata ({})", file.string(), kPiecesKey, e.what()));
   }
   for (const SafetensorsEntry& entry : header.tensors) {
-    PieceSource source{{true, 0, 0, entry.shape}, entry.shape, entry.dtype, file.string(),
+    PieceSource source{{PieceKind::elements, 0, 0, entry.shape}, entry.shape, entry.dtype, file.string(),
                        [path = file.string(), entry](int64_t first, int64_t count) {
                          return read_safetensors_elements(path, entry, first, count);
                        }};
@@ -389,14 +455,20 @@ std::unique_ptr<StateReader> state_shard_reader(const StateShard& shard) {
   const std::string holder = fmt::format("the state of rank {} of {}", shard.part, shard.parts);
   for (size_t i = 0; i < shard.local.size(); ++i) {
     const auto& [name, t] = shard.local[i];
-    PieceSource source{{true, 0, 0, t.shape()}, {t.numel()}, t.dtype(), holder, elements_of(t)};
+    PieceSource source{{PieceKind::elements, 0, 0, t.shape()}, {t.numel()}, t.dtype(), holder, elements_of(t)};
     bool whole = true;
     if (const auto* split = std::get_if<nn::parallel::TensorSplit>(&shard.places[i])) {
       throw Error(fmt::format("state_shard_reader: '{}' is a tensor-parallel part (split along dim {}); only whole "
                               "tensors and runs of elements are read back from memory",
                               name, split->dim));
     } else if (const auto* run = std::get_if<ElementRun>(&shard.places[i])) {
-      source.where = {true, 0, run->offset, run->full_shape};
+      source.where = {PieceKind::elements, 0, run->offset, run->full_shape};
+      whole = false;
+    } else if (const auto* part_run = std::get_if<PartRun>(&shard.places[i])) {
+      Shape full = part_run->part_shape;
+      full[static_cast<size_t>(part_run->split.dim)] = part_run->split.full_size;
+      source.where = {PieceKind::part_run, part_run->split.dim, part_run->offset, std::move(full), part_run->split.blocks,
+                      part_run->part, part_run->part_shape[static_cast<size_t>(part_run->split.dim)]};
       whole = false;
     }
     if (!found.count(name)) order.push_back(name);

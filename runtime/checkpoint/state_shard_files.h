@@ -1,9 +1,10 @@
 // Checkpoint files for state that a strategy keeps split across ranks (StateShard): every writing rank
 // stores its own pieces of the split tensors, each with the place it takes in the full tensor (in the
-// file's metadata), and part 0 also the tensors held whole. A piece is either rows [offset, offset + r)
-// along one dim (a tensor-parallel part) or a run of the full tensor's elements in row-major order (a
-// ZeRO rank's flat slice of a parameter). Reading puts the full tensors together from every file, so
-// the state loads at any other split or none.
+// file's metadata), and part 0 also the tensors held whole. A piece is rows [offset, offset + r) along
+// one dim (a tensor-parallel part), a run of the full tensor's elements in row-major order (a ZeRO
+// rank's flat slice of a parameter), or a run of a tensor-parallel part's elements (a ZeRO rank's slice
+// of its part: one piece, however many rows of the full tensor it crosses). Reading puts the full
+// tensors together from every file, so the state loads at any other split or none.
 //   <stem>.shard-00001-of-00002.safetensors, ...  and  <stem>.shards.json {"files": [...]}
 #pragma once
 
@@ -35,9 +36,9 @@ std::string state_shard_index(const std::string& stem, int parts);
 std::unique_ptr<StateReader> open_state_shards(const std::filesystem::path& dir, const std::string& stem);
 // All of it at once.
 nn::StateDict read_state_shards(const std::filesystem::path& dir, const std::string& stem);
-// One rank's StateShard in memory as a full state of which only its entries' runs can be read (a
-// read outside them throws): what a rank puts back after a failed load. Tensor-parallel parts are
-// refused.
+// One rank's StateShard in memory as a full state of which only its entries' runs (of elements or of
+// parts) can be read (a read outside them throws): what a rank puts back after a failed load.
+// Tensor-parallel parts are refused.
 std::unique_ptr<StateReader> state_shard_reader(const StateShard& shard);
 
 }  // namespace accel

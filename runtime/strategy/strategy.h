@@ -34,9 +34,20 @@ struct ElementRun {
   Shape full_shape;
 };
 
+// A run of a tensor-parallel part's elements: elements [offset, offset + n) of rank `part`'s part (of
+// part_shape) of a tensor split as split, held as a 1-D tensor. A ZeRO rank's flat slice of its part is
+// one such run, however many rows of the full tensor it crosses (a split along dim 1 cuts each row).
+struct PartRun {
+  nn::parallel::TensorSplit split;
+  int part = 0;
+  Shape part_shape;
+  int64_t offset = 0;
+};
+
 // Where an entry of a StateShard lies in its full tensor: whole (std::monostate: the same on every
-// part, written once), this part's share under a tensor-parallel split, or a run of its elements.
-using ShardPlace = std::variant<std::monostate, nn::parallel::TensorSplit, ElementRun>;
+// part, written once), this part's share under a tensor-parallel split, a run of its elements, or a
+// run of a part's elements.
+using ShardPlace = std::variant<std::monostate, nn::parallel::TensorSplit, ElementRun, PartRun>;
 
 // This rank's share of a state that the ranks save in files of their own (a checkpoint's shards with
 // global offsets) rather than gathered: each tensor of local with its place in the full tensor. Rank

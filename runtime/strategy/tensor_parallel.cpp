@@ -249,7 +249,7 @@ StateShard TensorParallel::shard_of(const nn::StateDict& local, const SplitFor& 
   return shard;
 }
 
-StateShard TensorParallel::full_runs_of(StateShard zero, const SplitFor& split_for) const {
+StateShard TensorParallel::part_runs_of(StateShard zero, const SplitFor& split_for) const {
   NoGradGuard no_grad;
   StateShard out{.local = {}, .places = {}, .part = tp().rank() * zero.parts + zero.part,
                  .parts = tp().size() * zero.parts, .writer = zero.writer};
@@ -265,13 +265,12 @@ StateShard TensorParallel::full_runs_of(StateShard zero, const SplitFor& split_f
       if (!run || tp().rank() == 0) add(key, t, zero.places[i]);
       continue;
     }
-    Shape full = run->full_shape;
-    full[static_cast<size_t>(split->dim)] = split->full_size;
+    // One run of the part, its padding at either end left out; none of it: the name only.
     const std::vector<nn::parallel::RunInFull> runs =
         nn::parallel::runs_in_full(run->full_shape, *split, tp().rank(), run->offset, t.numel());
-    if (runs.empty()) add(key, nograd::narrow(t, 0, 0, 0), ElementRun{0, full});  // none of it: the name only
-    for (const nn::parallel::RunInFull& r : runs)
-      add(key, nograd::narrow(t, 0, r.part_offset, r.count), ElementRun{r.full_offset, full});
+    const int64_t first = runs.empty() ? 0 : runs.front().part_offset;
+    const int64_t count = runs.empty() ? 0 : runs.back().part_offset + runs.back().count - first;
+    add(key, nograd::narrow(t, 0, first, count), PartRun{*split, tp().rank(), run->full_shape, run->offset + first});
   }
   return out;
 }
@@ -282,7 +281,7 @@ std::optional<StateShard> TensorParallel::model_state_shard(const nn::Module& mo
     const auto it = p.splits.find(name);
     return it == p.splits.end() ? nullptr : &it->second;
   };
-  if (zero_) return full_runs_of(*zero_->model_state_shard(model), by_name);
+  if (zero_) return part_runs_of(*zero_->model_state_shard(model), by_name);
   return shard_of(local_model_state(model), by_name);
 }
 
@@ -293,7 +292,7 @@ std::optional<StateShard> TensorParallel::optimizer_state_shard(const optim::Opt
     const bool per_param = optim::parse_state_key(key, index, slot) && index < optimizer.params().size();
     return per_param && t.dim() > 0 ? split_of(optimizer.params()[index]) : nullptr;
   };
-  if (zero_) return full_runs_of(*zero_->optimizer_state_shard(optimizer), by_key);
+  if (zero_) return part_runs_of(*zero_->optimizer_state_shard(optimizer), by_key);
   return shard_of(local_optimizer_state(optimizer), by_key);
 }
 

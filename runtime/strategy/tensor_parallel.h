@@ -69,7 +69,7 @@ class TensorParallel final : public Strategy {
   optim::StateDict optimizer_state_dict(const optim::Optimizer& optimizer) const override;
   void load_optimizer_state_dict(optim::Optimizer& optimizer, const optim::StateDict& state) override;
   // Checkpoints as shards, nothing gathered: each rank of the first dp replica writes its parts; under
-  // ZeRO every rank writes its slices of its parts as runs of the full tensors (under HYBRID_SHARD the
+  // ZeRO every rank writes its slices of its parts, one run of a part each (under HYBRID_SHARD the
   // first replica's ranks), part tp x S + s of tp x S, where S is ZeRO's parts.
   std::optional<StateShard> model_state_shard(const nn::Module& model) const override;
   std::optional<StateShard> optimizer_state_shard(const optim::Optimizer& optimizer) const override;
@@ -95,10 +95,9 @@ class TensorParallel final : public Strategy {
   // The split of a state entry, by its key (and tensor), or null for a replicated one.
   using SplitFor = std::function<const nn::parallel::TensorSplit*(const std::string& key, const Tensor& t)>;
   StateShard shard_of(const nn::StateDict& local, const SplitFor& split_for) const;
-  // ZeRO's shard of this rank's parts, each run of a part's elements mapped to the runs of the full
-  // tensor it covers (the split's padding dropped); a replicated tensor's runs come from tp rank 0
-  // only, as every tp rank holds the same.
-  StateShard full_runs_of(StateShard zero, const SplitFor& split_for) const;
+  // ZeRO's shard of this rank's parts, each run a PartRun of its part (the padding at its ends cut
+  // off); a replicated tensor's runs come from tp rank 0 only, as every tp rank holds the same.
+  StateShard part_runs_of(StateShard zero, const SplitFor& split_for) const;
 
   const Environment& env_;
   ReducerOptions options_;

@@ -9,11 +9,15 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <random>
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "runtime/checkpoint/training_checkpoint.h"
+#include "runtime/safetensors.h"
 #include "support.h"
 #include "tensor/nograd/copy.h"
 #include "tensor/nograd/elementwise.h"
@@ -194,6 +198,29 @@ void check_shard_files(const std::string& dir, int parts) {
     CHECK(files == parts);
     CHECK(std::filesystem::exists(fmt::format("{}/{}.shard-{:05d}-of-{:05d}.safetensors", dir, stem, parts, parts)));
   }
+}
+
+// Under TP x ZeRO each file holds at most one piece of each tensor: a rank's ZeRO slice of a part split
+// along dim 1 is one run of the part, not one piece per row it crosses. Some of them are such slices.
+void check_one_piece_per_tensor(const std::string& dir) {
+  int dim1_part_runs = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    const std::string file = entry.path().filename().string();
+    if (file.find(".shard-") == std::string::npos) continue;
+    const SafetensorsHeader header = load_safetensors_header(entry.path().string());
+    const nlohmann::json pieces = nlohmann::json::parse(header.metadata.at("accel_pieces"));
+    std::map<std::string, int> per_tensor;
+    for (const SafetensorsEntry& e : header.tensors) {
+      const bool piece = pieces.contains(e.name);
+      ++per_tensor[piece ? pieces[e.name]["name"].get<std::string>() : e.name];
+      dim1_part_runs += piece && pieces[e.name].contains("part_of") && pieces[e.name]["part_of"]["dim"] == 1;
+    }
+    for (const auto& [name, count] : per_tensor) {
+      INFO(file, ": ", name);
+      CHECK(count == 1);
+    }
+  }
+  CHECK(dim1_part_runs > 0);
 }
 
 std::vector<int> tp_sizes() {
@@ -425,6 +452,7 @@ TEST_CASE("a TP=2 x ZeRO checkpoint resumes at TP=1, at TP=2 without ZeRO and un
   // gathered over dp or tp.
   if (world()->rank() == 0) {
     check_shard_files(dir, world_size);
+    check_one_piece_per_tensor(dir);
     check_params(read_checkpoint_model(dir), saved.params);
   }
   struct Resume {

@@ -9,9 +9,11 @@
 
 #include <filesystem>
 #include <fstream>
+#include <tuple>
 
 #include "../error_of.h"
 #include "accel.h"
+#include "nn/parallel/partition.h"
 #include "runtime/checkpoint/state_shard_files.h"
 #include "runtime/state_reader.h"
 #include "tensor/nograd/views.h"
@@ -60,6 +62,25 @@ StateShard part_of(int part, const Tensor& w, const Tensor& b, const Tensor& e) 
   s.places.emplace_back();
   s.local.emplace_back("e", nograd::narrow(e, 0, 3 * part, 3));
   s.places.emplace_back(nn::parallel::TensorSplit{.dim = 0, .blocks = 1, .full_size = 6});
+  return s;
+}
+
+// Shard tp x 2 + z of 4 of c [3, 8] and d [3, 5], each split along dim 1 over 2 tp ranks (c in 2 fused
+// blocks of 4 columns, parts [3, 4]; d padded to 6 columns, parts [3, 3], rank 1's last column padding),
+// each part cut by ZeRO over 2 ranks at element 5: one run of each part.
+const nn::parallel::TensorSplit kFusedColumns{.dim = 1, .blocks = 2, .full_size = 8};
+const nn::parallel::TensorSplit kPaddedColumns{.dim = 1, .blocks = 1, .full_size = 5};
+StateShard part_runs_of(int tp, int z, const Tensor& c, const Tensor& d) {
+  StateShard s;
+  s.part = tp * 2 + z;
+  s.parts = 4;
+  for (const auto& [name, full, split] : {std::tuple{"c", c, kFusedColumns}, std::tuple{"d", d, kPaddedColumns}}) {
+    const Tensor part = nn::parallel::split_part(full, split, tp, 2);
+    const Tensor flat = nograd::view(nograd::contiguous(part), {part.numel()});
+    const int64_t cut = 5, first = z == 0 ? 0 : cut, count = z == 0 ? cut : part.numel() - cut;
+    s.local.emplace_back(name, nograd::narrow(flat, 0, first, count));
+    s.places.emplace_back(PartRun{split, tp, part.shape(), first});
+  }
   return s;
 }
 
@@ -123,6 +144,42 @@ TEST_CASE("open_state_shards reads runs that straddle the parts' files exactly, 
         std::string::npos);
 }
 
+TEST_CASE("open_state_shards puts tensors together from runs of fused and of padded tensor-parallel parts split "
+          "along dim 1") {
+  TempDir dir;
+  const Tensor c = counting({3, 8}), d = counting({3, 5});
+  REQUIRE(nn::parallel::split_part(d, kPaddedColumns, 1, 2).shape() == Shape{3, 3});
+  std::vector<StateShard> shards;
+  for (int tp = 0; tp < 2; ++tp)
+    for (int z = 0; z < 2; ++z) shards.push_back(part_runs_of(tp, z, c, d));
+  write_parts(dir.path, shards);
+  // One piece of each tensor per file, though each run crosses several rows.
+  for (const StateShard& s : shards)
+    CHECK(load_safetensors_header((dir.path / state_shard_file_name("model", s.part, s.parts)).string()).tensors.size() == 2);
+  const auto reader = open_state_shards(dir.path, "model");
+  REQUIRE(reader->entries().size() == 2);
+  for (size_t i = 0; i < 2; ++i) {
+    const Tensor& full = i == 0 ? c : d;
+    CHECK(reader->entries()[i].shape == full.shape());
+    for (int64_t first = 0; first < full.numel(); ++first)
+      for (int64_t count = 0; first + count <= full.numel(); ++count)
+        CHECK(values(reader->read(i, first, count)) == elements(full, first, count));
+  }
+  // Shard 3 (tp rank 1's second runs: 7 elements of c, 2 of d and padding) left out.
+  std::ofstream(dir.path / state_shard_index_name("model"))
+      << R"({"files": ["model.shard-00001-of-00004.safetensors", "model.shard-00002-of-00004.safetensors",)"
+      << R"( "model.shard-00003-of-00004.safetensors"]})";
+  CHECK(error_of([&] { open_state_shards(dir.path, "model"); }).find("the shard files hold 17 of the 24 elements of 'c'") !=
+        std::string::npos);
+  // A rank's own runs in memory: their elements read, the others refused.
+  const auto own = state_shard_reader(shards[3]);
+  CHECK(values(own->read(0, 11, 1)) == elements(c, 11, 1));  // row 1, column 3
+  CHECK(values(own->read(0, 18, 2)) == elements(c, 18, 2));  // row 2, columns 2 and 3
+  CHECK(values(own->read(1, 13, 2)) == elements(d, 13, 2));  // row 2, columns 3 and 4
+  CHECK(error_of([&] { own->read(0, 17, 2); }).find("elements 17 to 19 of 'c' are not all held here (1 of 2)") !=
+        std::string::npos);
+}
+
 TEST_CASE("open_state_shards refuses a piece whose full shape has a negative dim or too many elements, or whose "
           "offset lies past its full tensor, naming the file and the piece") {
   TempDir dir;
@@ -143,6 +200,20 @@ TEST_CASE("open_state_shards refuses a piece whose full shape has a negative dim
   CHECK(refusal(R"("dim": 0, "offset": 9223372036854775807, "full_shape": [3])").find("does not fit its full tensor") !=
         std::string::npos);
   CHECK(refusal(R"("element_offset": 0, "full_shape": [3])").empty());
+  // Runs of parts: the split's blocks, the part's rows and index, and the run's offset are checked.
+  auto part_run = [&](const std::string& part_of, int64_t offset = 0) {
+    return refusal(fmt::format(R"("element_offset": {}, "full_shape": [3], "part_of": {})", offset, part_of));
+  };
+  CHECK(part_run(R"({"dim": 0, "blocks": 1, "part": 0, "rows": 3})").empty());
+  CHECK(part_run(R"({"dim": 0, "blocks": 1, "part": 0, "rows": 3})", 1).find("elements 1 to 4 of part 0 along dim 0") !=
+        std::string::npos);
+  for (const char* bad : {R"({"dim": 1, "blocks": 1, "part": 0, "rows": 3})", R"({"dim": 0, "blocks": 0, "part": 0, "rows": 3})",
+                          R"({"dim": 0, "blocks": 2, "part": 0, "rows": 4})", R"({"dim": 0, "blocks": 1, "part": 0, "rows": 4})",
+                          R"({"dim": 0, "blocks": 1, "part": 2, "rows": 3})", R"({"dim": 0, "blocks": 1, "part": -1, "rows": 3})"}) {
+    INFO(bad);
+    CHECK(part_run(bad).find("does not fit its full tensor") != std::string::npos);
+  }
+  CHECK(part_run(R"({"dim": 0, "blocks": 1, "part": 0})").find("the place of piece 'p' is not valid") != std::string::npos);
 }
 
 TEST_CASE("state_shard_reader serves a rank's own runs and refuses one it does not hold") {
