@@ -47,6 +47,18 @@ Shape part_shape(const Piece& where) {
   return shape;
 }
 
+Piece piece_of_run(const PartRun& run) {
+  if (run.split.dim < 0 || run.split.dim >= static_cast<int64_t>(run.part_shape.size()))
+    throw Error(fmt::format("state_shard_file: a part run split along dim {} of a part {}; a dim of the part expected",
+                            run.split.dim, shape_str(run.part_shape)));
+  const auto dim = static_cast<size_t>(run.split.dim);
+  Shape full = run.part_shape;
+  full[dim] = run.split.full_size;
+  return {PieceKind::part_run, run.split.dim, run.offset, std::move(full), run.split.blocks, run.part, run.part_shape[dim]};
+}
+
+bool fits(const Shape& piece, const Piece& where);
+
 // Part `part` of `parts` of a tensor split as `split`, as (offset in the full tensor, rows of the part,
 // rows written) per block: the padding past split.full_size is not written.
 std::vector<std::tuple<int64_t, int64_t, int64_t>> ranges(const nn::parallel::TensorSplit& split, int64_t part_rows,
@@ -82,21 +94,19 @@ void add_pieces(const StateShard& shard, size_t i, nn::StateDict& tensors, json&
     return;
   }
   if (const auto* run = std::get_if<PartRun>(&shard.places[i])) {
-    const int64_t part_numel = numel_of(run->part_shape);
-    if (t.dim() != 1 || run->offset < 0 || run->offset + t.numel() > part_numel)
-      throw Error(fmt::format("state_shard_file: '{}' is a run of {} elements at offset {} of a part {}; a run must be "
-                              "1-D and lie within its part",
-                              name, shape_str(t.shape()), run->offset, shape_str(run->part_shape)));
+    const Piece where = piece_of_run(*run);
+    if (!fits(t.shape(), where))
+      throw Error(fmt::format("state_shard_file: '{}' is a run of {} elements at offset {} of part {} {} of a full "
+                              "tensor {}; a run must be 1-D and lie within its part",
+                              name, shape_str(t.shape()), run->offset, run->part, shape_str(run->part_shape),
+                              shape_str(where.full)));
     if (t.numel() == 0) return;
-    Shape full = run->part_shape;
-    full[static_cast<size_t>(run->split.dim)] = run->split.full_size;
-    const std::string key = fmt::format("{}@{}.{}", name, run->part, run->offset);
+    const std::string key = fmt::format("{}@{}.{}", name, where.part, where.offset);
     tensors.emplace_back(key, nograd::contiguous(t));
     pieces[key] = {{"name", name},
-                   {"element_offset", run->offset},
-                   {"full_shape", full},
-                   {"part_of", {{"dim", run->split.dim}, {"blocks", run->split.blocks}, {"part", run->part},
-                                {"rows", run->part_shape[static_cast<size_t>(run->split.dim)]}}}};
+                   {"element_offset", where.offset},
+                   {"full_shape", where.full},
+                   {"part_of", {{"dim", where.dim}, {"blocks", where.blocks}, {"part", where.part}, {"rows", where.part_rows}}}};
     return;
   }
   const ElementRun& run = std::get<ElementRun>(shard.places[i]);
@@ -465,10 +475,7 @@ std::unique_ptr<StateReader> state_shard_reader(const StateShard& shard) {
       source.where = {PieceKind::elements, 0, run->offset, run->full_shape};
       whole = false;
     } else if (const auto* part_run = std::get_if<PartRun>(&shard.places[i])) {
-      Shape full = part_run->part_shape;
-      full[static_cast<size_t>(part_run->split.dim)] = part_run->split.full_size;
-      source.where = {PieceKind::part_run, part_run->split.dim, part_run->offset, std::move(full), part_run->split.blocks,
-                      part_run->part, part_run->part_shape[static_cast<size_t>(part_run->split.dim)]};
+      source.where = piece_of_run(*part_run);
       whole = false;
     }
     if (!found.count(name)) order.push_back(name);
