@@ -59,6 +59,16 @@ Piece piece_of_run(const PartRun& run) {
 
 bool fits(const Shape& piece, const Piece& where);
 
+// One place per tensor, and a written_elsewhere flag per tensor or none.
+void check_entries(const char* who, const StateShard& shard) {
+  if (shard.places.size() != shard.local.size())
+    throw Error(fmt::format("{}: {} places for {} tensors; one per tensor expected", who, shard.places.size(),
+                            shard.local.size()));
+  if (!shard.written_elsewhere.empty() && shard.written_elsewhere.size() != shard.local.size())
+    throw Error(fmt::format("{}: {} written_elsewhere flags for {} tensors; one per tensor or none expected", who,
+                            shard.written_elsewhere.size(), shard.local.size()));
+}
+
 // Part `part` of `parts` of a tensor split as `split`, as (offset in the full tensor, rows of the part,
 // rows written) per block: the padding past split.full_size is not written.
 std::vector<std::tuple<int64_t, int64_t, int64_t>> ranges(const nn::parallel::TensorSplit& split, int64_t part_rows,
@@ -419,15 +429,14 @@ std::string state_shard_file_name(const std::string& stem, int part, int parts) 
 }
 
 std::pair<nn::StateDict, SafetensorsMetadata> state_shard_file(const StateShard& shard) {
-  if (shard.places.size() != shard.local.size())
-    throw Error(fmt::format("state_shard_file: {} places for {} tensors; one per tensor expected", shard.places.size(),
-                            shard.local.size()));
+  check_entries("state_shard_file", shard);
   nn::StateDict tensors;
   json pieces = json::object(), order = json::array();
   std::set<std::string> ordered;  // a tensor in several runs (a ZeRO slice of a tensor-parallel part) is named once
   for (size_t i = 0; i < shard.local.size(); ++i) {
     const auto& [name, t] = shard.local[i];
     if (ordered.insert(name).second) order.push_back(name);
+    if (!shard.written_elsewhere.empty() && shard.written_elsewhere[i]) continue;
     if (std::holds_alternative<std::monostate>(shard.places[i])) {
       if (shard.part == 0) tensors.emplace_back(name, t);  // whole: one copy is enough
       continue;
@@ -457,9 +466,7 @@ std::unique_ptr<StateReader> open_state_shards(const fs::path& dir, const std::s
 }
 
 std::unique_ptr<StateReader> state_shard_reader(const StateShard& shard) {
-  if (shard.places.size() != shard.local.size())
-    throw Error(fmt::format("state_shard_reader: {} places for {} tensors; one per tensor expected",
-                            shard.places.size(), shard.local.size()));
+  check_entries("state_shard_reader", shard);
   std::map<std::string, Pieces> found;
   std::vector<std::string> order;
   const std::string holder = fmt::format("the state of rank {} of {}", shard.part, shard.parts);
@@ -468,9 +475,9 @@ std::unique_ptr<StateReader> state_shard_reader(const StateShard& shard) {
     PieceSource source{{PieceKind::elements, 0, 0, t.shape()}, {t.numel()}, t.dtype(), holder, elements_of(t)};
     bool whole = true;
     if (const auto* split = std::get_if<nn::parallel::TensorSplit>(&shard.places[i])) {
-      throw Error(fmt::format("state_shard_reader: '{}' is a tensor-parallel part (split along dim {}); only whole "
-                              "tensors and runs of elements are read back from memory",
-                              name, split->dim));
+      // The whole part is one run of its elements, the padding of a part past full_size included.
+      source.where = piece_of_run(PartRun{*split, shard.part, t.shape(), 0});
+      whole = false;
     } else if (const auto* run = std::get_if<ElementRun>(&shard.places[i])) {
       source.where = {PieceKind::elements, 0, run->offset, run->full_shape};
       whole = false;

@@ -20,7 +20,8 @@
 
 namespace accel {
 
-// The name of part's file, and its tensors and metadata (the pieces' places).
+// The name of part's file, and its tensors and metadata (the pieces' places); the entries written
+// elsewhere are left out.
 std::string state_shard_file_name(const std::string& stem, int part, int parts);
 std::pair<nn::StateDict, SafetensorsMetadata> state_shard_file(const StateShard& shard);
 
@@ -36,9 +37,9 @@ std::string state_shard_index(const std::string& stem, int parts);
 std::unique_ptr<StateReader> open_state_shards(const std::filesystem::path& dir, const std::string& stem);
 // All of it at once.
 nn::StateDict read_state_shards(const std::filesystem::path& dir, const std::string& stem);
-// One rank's StateShard in memory as a full state of which only its entries' runs (of elements or of
-// parts) can be read (a read outside them throws): what a rank puts back after a failed load.
-// Tensor-parallel parts are refused.
+// One rank's StateShard in memory as a full state of which only its entries' pieces (runs of elements,
+// tensor-parallel parts and runs of them) can be read, those written elsewhere included (a read outside
+// them throws): what a rank puts back after a failed load.
 std::unique_ptr<StateReader> state_shard_reader(const StateShard& shard);
 
 }  // namespace accel

@@ -59,6 +59,9 @@ struct StateShard {
   int part = 0;
   int parts = 1;
   bool writer = true;
+  // Per entry of local, or empty for none: a run that another part writes (a replicated tensor's ZeRO
+  // run on the tensor-parallel ranks past 0), held only so that this rank can read its own state back.
+  std::vector<bool> written_elsewhere;
 };
 
 class Strategy {

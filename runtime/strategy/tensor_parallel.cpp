@@ -12,6 +12,7 @@
 #include "nn/parallel/partition.h"
 #include "nn/parallel/split_layer.h"
 #include "nn/parallel/tensor_parallel_model.h"
+#include "runtime/strategy/tensor_parallel_part_reader.h"
 #include "tensor/creation.h"
 #include "tensor/nograd/copy.h"
 #include "tensor/nograd/views.h"
@@ -29,6 +30,14 @@ int replicas(const Environment& env, int tp_size, int dp_size) {
     throw Error(fmt::format("TensorParallel: dp_size {} x tp_size {} is {}, but the world size is {}", dp_size,
                             tp_size, dp_size * tp_size, world));
   return world / tp_size;
+}
+
+// The parameter whose per-element slot ('state.<i>.<slot>', not a 0-d count) key names, or null.
+const Tensor* slot_param(const optim::Optimizer& optimizer, const std::string& key, const Shape& shape) {
+  size_t index = 0;
+  std::string slot;
+  if (shape.empty() || !optim::parse_state_key(key, index, slot) || index >= optimizer.params().size()) return nullptr;
+  return &optimizer.params()[index];
 }
 
 }  // namespace
@@ -170,17 +179,6 @@ Tensor TensorParallel::join(const Tensor& part, const nn::parallel::TensorSplit&
   return nn::parallel::join_parts(parts, split);
 }
 
-Tensor TensorParallel::cut(const Tensor& full, const Tensor& part, const nn::parallel::TensorSplit& split,
-                           const char* who, const std::string& name) const {
-  Shape expected = part.shape();
-  expected[static_cast<size_t>(split.dim)] = split.full_size;
-  if (full.shape() != expected)
-    throw Error(fmt::format("TensorParallel::{}: '{}' in the state is {}, but the model's full tensor is {}", who,
-                            name, shape_str(full.shape()), shape_str(expected)));
-  NoGradGuard no_grad;
-  return nn::parallel::split_part(full, split, tp().rank(), tp().size());
-}
-
 nn::StateDict TensorParallel::local_model_state(const nn::Module& model) const {
   return zero_ ? zero_->model_state_dict(model) : model.state_dict();
 }
@@ -200,50 +198,74 @@ nn::StateDict TensorParallel::model_state_dict(const nn::Module& model) const {
 }
 
 nn::LoadResult TensorParallel::load_model_state_dict(nn::Module& model, const nn::StateDict& state, bool strict) {
-  const Prepared& p = prepared(model, "load_model_state_dict");
-  const nn::StateDict live = model.state_dict();
-  nn::StateDict parts;
-  for (const auto& [name, t] : state) {
-    const auto it = p.splits.find(name);
-    const auto mine = std::find_if(live.begin(), live.end(), [&](const auto& e) { return e.first == name; });
-    if (it == p.splits.end() || mine == live.end()) parts.emplace_back(name, t);
-    else parts.emplace_back(name, cut(t, mine->second, it->second, "load_model_state_dict", name));
-  }
-  return zero_ ? zero_->load_model_state_dict(model, parts, strict) : model.load_state_dict(parts, strict);
+  return load_model_state(model, DictStateReader(state), strict);
+}
+
+nn::LoadResult TensorParallel::load_model_state(nn::Module& model, const StateReader& state, bool strict) {
+  const SplitFor split_for = model_split_for(model, "load_model_state");
+  std::map<std::string, Shape> live;
+  for (const auto& [name, t] : model.state_dict()) live.emplace(name, t.shape());
+  const TensorParallelPartReader parts(
+      state,
+      [&](const StateEntry& e) -> std::optional<TensorParallelPartReader::PartOf> {
+        const nn::parallel::TensorSplit* split = split_for(e.name, e.shape);
+        const auto mine = live.find(e.name);
+        if (!split || mine == live.end()) return std::nullopt;
+        return TensorParallelPartReader::PartOf{*split, mine->second};
+      },
+      tp().rank(), "load_model_state");
+  return zero_ ? zero_->load_model_state(model, parts, strict) : model.load_state_dict(parts.read_all(), strict);
 }
 
 optim::StateDict TensorParallel::optimizer_state_dict(const optim::Optimizer& optimizer) const {
+  const SplitFor split_for = optimizer_split_for(optimizer);
   optim::StateDict state;
   for (const auto& [key, t] : local_optimizer_state(optimizer)) {
-    size_t index = 0;
-    std::string slot;
-    const bool per_param = optim::parse_state_key(key, index, slot) && index < optimizer.params().size();
-    const nn::parallel::TensorSplit* split = per_param ? split_of(optimizer.params()[index]) : nullptr;
-    // A count (Adam's step) is 0-d; a moment has the parameter's shape, split as the parameter is.
-    state.emplace_back(key, split && t.dim() > 0 ? join(t, *split) : t);
+    const nn::parallel::TensorSplit* split = split_for(key, t.shape());
+    state.emplace_back(key, split ? join(t, *split) : t);
   }
   return state;
 }
 
 void TensorParallel::load_optimizer_state_dict(optim::Optimizer& optimizer, const optim::StateDict& state) {
-  optim::StateDict parts;
-  for (const auto& [key, t] : state) {
-    size_t index = 0;
-    std::string slot;
-    const bool per_param = optim::parse_state_key(key, index, slot) && index < optimizer.params().size();
-    const nn::parallel::TensorSplit* split = per_param ? split_of(optimizer.params()[index]) : nullptr;
-    if (!split || t.dim() == 0) parts.emplace_back(key, t);
-    else parts.emplace_back(key, cut(t, optimizer.params()[index], *split, "load_optimizer_state_dict", key));
-  }
-  if (zero_) zero_->load_optimizer_state_dict(optimizer, parts);
-  else optimizer.load_state_dict(parts);
+  load_optimizer_state(optimizer, DictStateReader(state));
+}
+
+void TensorParallel::load_optimizer_state(optim::Optimizer& optimizer, const StateReader& state) {
+  const SplitFor split_for = optimizer_split_for(optimizer);
+  const TensorParallelPartReader parts(
+      state,
+      [&](const StateEntry& e) -> std::optional<TensorParallelPartReader::PartOf> {
+        const nn::parallel::TensorSplit* split = split_for(e.name, e.shape);
+        if (!split) return std::nullopt;
+        return TensorParallelPartReader::PartOf{*split, slot_param(optimizer, e.name, e.shape)->shape()};
+      },
+      tp().rank(), "load_optimizer_state");
+  if (zero_) zero_->load_optimizer_state(optimizer, parts);
+  else optimizer.load_state_dict(parts.read_all());
+}
+
+TensorParallel::SplitFor TensorParallel::model_split_for(const nn::Module& model, const char* who) const {
+  const Prepared& p = prepared(model, who);
+  return [&p](const std::string& name, const Shape&) -> const nn::parallel::TensorSplit* {
+    const auto it = p.splits.find(name);
+    return it == p.splits.end() ? nullptr : &it->second;
+  };
+}
+
+// A count (Adam's step) is 0-d; a moment has the parameter's shape, split as the parameter is.
+TensorParallel::SplitFor TensorParallel::optimizer_split_for(const optim::Optimizer& optimizer) const {
+  return [this, &optimizer](const std::string& key, const Shape& shape) -> const nn::parallel::TensorSplit* {
+    const Tensor* param = slot_param(optimizer, key, shape);
+    return param ? split_of(*param) : nullptr;
+  };
 }
 
 StateShard TensorParallel::shard_of(const nn::StateDict& local, const SplitFor& split_for) const {
   StateShard shard{.local = local, .places = {}, .part = tp().rank(), .parts = tp().size(),
-                   .writer = mesh_->coordinate("dp") == 0};
+                   .writer = mesh_->coordinate("dp") == 0, .written_elsewhere = {}};
   for (const auto& [key, t] : local) {
-    const nn::parallel::TensorSplit* split = split_for(key, t);
+    const nn::parallel::TensorSplit* split = split_for(key, t.shape());
     shard.places.push_back(split ? ShardPlace(*split) : ShardPlace());
   }
   return shard;
@@ -252,17 +274,18 @@ StateShard TensorParallel::shard_of(const nn::StateDict& local, const SplitFor& 
 StateShard TensorParallel::part_runs_of(StateShard zero, const SplitFor& split_for) const {
   NoGradGuard no_grad;
   StateShard out{.local = {}, .places = {}, .part = tp().rank() * zero.parts + zero.part,
-                 .parts = tp().size() * zero.parts, .writer = zero.writer};
-  auto add = [&out](const std::string& key, Tensor t, ShardPlace place) {
+                 .parts = tp().size() * zero.parts, .writer = zero.writer, .written_elsewhere = {}};
+  auto add = [&out](const std::string& key, Tensor t, ShardPlace place, bool written_elsewhere = false) {
     out.local.emplace_back(key, std::move(t));
     out.places.push_back(std::move(place));
+    out.written_elsewhere.push_back(written_elsewhere);
   };
   for (size_t i = 0; i < zero.local.size(); ++i) {
     const auto& [key, t] = zero.local[i];
     const auto* run = std::get_if<ElementRun>(&zero.places[i]);
-    const nn::parallel::TensorSplit* split = run ? split_for(key, t) : nullptr;
+    const nn::parallel::TensorSplit* split = run ? split_for(key, run->full_shape) : nullptr;
     if (!split) {  // whole, or a run of a replicated tensor
-      if (!run || tp().rank() == 0) add(key, t, zero.places[i]);
+      add(key, t, zero.places[i], run && tp().rank() != 0);
       continue;
     }
     // One run of the part, its padding at either end left out; none of it: the name only.
@@ -276,22 +299,13 @@ StateShard TensorParallel::part_runs_of(StateShard zero, const SplitFor& split_f
 }
 
 std::optional<StateShard> TensorParallel::model_state_shard(const nn::Module& model) const {
-  const Prepared& p = prepared(model, "model_state_shard");
-  const SplitFor by_name = [&](const std::string& name, const Tensor&) -> const nn::parallel::TensorSplit* {
-    const auto it = p.splits.find(name);
-    return it == p.splits.end() ? nullptr : &it->second;
-  };
+  const SplitFor by_name = model_split_for(model, "model_state_shard");
   if (zero_) return part_runs_of(*zero_->model_state_shard(model), by_name);
   return shard_of(local_model_state(model), by_name);
 }
 
 std::optional<StateShard> TensorParallel::optimizer_state_shard(const optim::Optimizer& optimizer) const {
-  const SplitFor by_key = [&](const std::string& key, const Tensor& t) -> const nn::parallel::TensorSplit* {
-    size_t index = 0;
-    std::string slot;
-    const bool per_param = optim::parse_state_key(key, index, slot) && index < optimizer.params().size();
-    return per_param && t.dim() > 0 ? split_of(optimizer.params()[index]) : nullptr;
-  };
+  const SplitFor by_key = optimizer_split_for(optimizer);
   if (zero_) return part_runs_of(*zero_->optimizer_state_shard(optimizer), by_key);
   return shard_of(local_optimizer_state(optimizer), by_key);
 }

@@ -68,6 +68,13 @@ class TensorParallel final : public Strategy {
   nn::LoadResult load_model_state_dict(nn::Module& model, const nn::StateDict& state, bool strict) override;
   optim::StateDict optimizer_state_dict(const optim::Optimizer& optimizer) const override;
   void load_optimizer_state_dict(optim::Optimizer& optimizer, const optim::StateDict& state) override;
+  // Each rank reads only its parts of the split tensors (TensorParallelPartReader), and under ZeRO
+  // what its ZeRO stage reads of them: stage 3 its slices of the model, every stage its slices of the
+  // optimizer's state.
+  nn::LoadResult load_model_state(nn::Module& model, const StateReader& state, bool strict) override;
+  void load_optimizer_state(optim::Optimizer& optimizer, const StateReader& state) override;
+  bool model_loads_own_shard() const override { return !zero_ || zero_->model_loads_own_shard(); }
+  bool optimizer_loads_own_shard() const override { return !zero_ || zero_->optimizer_loads_own_shard(); }
   // Checkpoints as shards, nothing gathered: each rank of the first dp replica writes its parts; under
   // ZeRO every rank writes its slices of its parts, one run of a part each (under HYBRID_SHARD the
   // first replica's ranks), part tp x S + s of tp x S, where S is ZeRO's parts.
@@ -84,19 +91,18 @@ class TensorParallel final : public Strategy {
   const nn::parallel::TensorSplit* split_of(const Tensor& param) const;
   const Prepared& prepared(const nn::Module& model, const char* who) const;
   Tensor join(const Tensor& part, const nn::parallel::TensorSplit& split) const;
-  // full, checked against split, cut to this rank's part; who and name for the error.
-  Tensor cut(const Tensor& full, const Tensor& part, const nn::parallel::TensorSplit& split, const char* who,
-             const std::string& name) const;
   Communicator& tp() const { return mesh_->comm("tp"); }
   // The rank's parts whole (gathered over dp under ZeRO: collective), under the model's names and
   // the optimizer's positional keys.
   nn::StateDict local_model_state(const nn::Module& model) const;
   optim::StateDict local_optimizer_state(const optim::Optimizer& optimizer) const;
-  // The split of a state entry, by its key (and tensor), or null for a replicated one.
-  using SplitFor = std::function<const nn::parallel::TensorSplit*(const std::string& key, const Tensor& t)>;
+  // The split of a state entry, by its key (and shape), or null for a replicated one.
+  using SplitFor = std::function<const nn::parallel::TensorSplit*(const std::string& key, const Shape& shape)>;
+  SplitFor model_split_for(const nn::Module& model, const char* who) const;
+  SplitFor optimizer_split_for(const optim::Optimizer& optimizer) const;
   StateShard shard_of(const nn::StateDict& local, const SplitFor& split_for) const;
   // ZeRO's shard of this rank's parts, each run a PartRun of its part (the padding at its ends cut
-  // off); a replicated tensor's runs come from tp rank 0 only, as every tp rank holds the same.
+  // off); a replicated tensor's runs are written by tp rank 0 only, as every tp rank holds the same.
   StateShard part_runs_of(StateShard zero, const SplitFor& split_for) const;
 
   const Environment& env_;

@@ -425,7 +425,8 @@ std::optional<StateShard> ZeroStrategy::model_state_shard(const nn::Module& mode
       for (size_t j = 0; j < u->flat->params().size(); ++j) where[u->flat->params()[j].impl()] = {u.get(), j};
   if (where.empty()) return std::nullopt;  // not prepared here
   NoGradGuard no_grad;
-  StateShard shard{.local = {}, .places = {}, .part = comm_->rank(), .parts = comm_->size(), .writer = true};
+  StateShard shard{.local = {}, .places = {}, .part = comm_->rank(), .parts = comm_->size(), .writer = true,
+                   .written_elsewhere = {}};
   for (const auto& [name, t] : model.state_dict()) {
     const auto it = where.find(t.impl());
     if (it == where.end()) {  // a buffer: the same on every rank

@@ -5,7 +5,8 @@
 // accumulation, bf16 and fp16, gather_for_metrics, a TP=2 checkpoint (per-rank shards with global
 // offsets) resumed at TP=1 and at TP=4, the settings line, and the refusals. And ZeRO 1, 2 and 3 over
 // the dp ranks of the TP model against the same one process: their collectives counted, their
-// optimizer slices measured, accumulation, bf16 and fp16, and their checkpoints resumed elsewhere.
+// optimizer slices measured, accumulation, bf16 and fp16, and their checkpoints resumed elsewhere; a
+// rank (with or without ZeRO 3) reads only the elements it holds, and load_state gathers nothing.
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
@@ -16,6 +17,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "../counting_state_reader.h"
 #include "runtime/checkpoint/training_checkpoint.h"
 #include "runtime/safetensors.h"
 #include "support.h"
@@ -58,6 +60,7 @@ struct Run {
   // (1/dp of the parts under ZeRO, plus padding).
   int64_t local_numel = 0, updated_numel = 0;
   std::vector<std::string> collectives;  // during the training steps, "op at site"
+  std::vector<std::string> load_collectives;  // during load_state
 };
 
 // One process, no Accelerator: the global batches in order, the mean loss, the clip by hand.
@@ -102,6 +105,7 @@ struct TpSpec {
 
 // Through the Accelerator with split_batches: each global batch of 4 split between the dp replicas.
 Run accelerated_run(const TpSpec& spec) {
+  Run run;
   AcceleratorOptions o = options();
   o.split_batches = true;
   o.gradient_accumulation_steps = spec.accumulation;
@@ -120,9 +124,12 @@ Run accelerated_run(const TpSpec& spec) {
   auto optimizer = std::make_shared<optim::AdamW>(model->parameters(), optim::AdamWOptions{.lr = 3e-3});
   DataLoader loader(token_data(), {.batch_size = kGlobalBatch});
   auto [net, opt, data] = accelerator.prepare(model, optimizer, loader);
-  if (!spec.load_dir.empty()) accelerator.load_state(spec.load_dir);
+  if (!spec.load_dir.empty()) {
+    const LedgerMarks before_load = mark_ledgers();
+    accelerator.load_state(spec.load_dir);
+    run.load_collectives = collectives_since(before_load);
+  }
   const std::map<std::string, nn::parallel::TensorSplit> splits = nn::parallel::tensor_splits(*net);
-  Run run;
   for (const Tensor& p : net->parameters()) run.local_numel += p.numel();
   for (const Tensor& p : accelerator.strategy().updating_optimizer(*opt).params()) run.updated_numel += p.numel();
   const LedgerMarks marks = mark_ledgers();
@@ -467,6 +474,46 @@ TEST_CASE("a TP=2 x ZeRO checkpoint resumes at TP=1, at TP=2 without ZeRO and un
   }
 }
 
+TEST_CASE("a rank of a TP=2 model, and under ZeRO 3 of its dp slices, reads only the elements it holds, and resumes "
+          "with no gather") {
+  const int world_size = world()->size();
+  if (world_size < 2) return;  // TP=2 needs 2 ranks; the np 2 and np 4 runs check it
+  for (int stage : {0, 3}) {
+    INFO("zero_stage ", stage, ", tp_size 2 of ", world_size, " ranks");
+    AcceleratorOptions o = options();
+    o.parallelism_config = ParallelismConfig{.tp_size = 2};
+    if (stage > 0) o.deepspeed_plugin = DeepSpeedPlugin{.zero_stage = stage, .gradient_accumulation_steps = std::nullopt};
+    Accelerator accelerator(o);
+    auto net = accelerator.prepare(make_gpt(31));
+    // Another model's full state, loaded and gathered back exactly: every element read went to its place.
+    const auto other_model = make_gpt(99);
+    const nn::StateDict other = other_model->state_dict();
+    const test_support::CountingStateReader full(other);
+    accelerator.strategy().load_model_state(*net, full, true);
+    check_params(accelerator.get_state_dict(*net), other);
+    // What the rank read is what its own shard holds (its parts whole, or its ZeRO runs of them and of
+    // the replicated tensors; 30 vocab rows and the 16-wide blocks divide by 2, so no padding), nothing more.
+    int64_t held = 0, total = 0;
+    const std::optional<StateShard> own = accelerator.strategy().model_state_shard(*net);
+    REQUIRE(own);
+    for (const auto& [name, t] : own->local) held += t.numel();
+    for (const auto& [name, t] : other) total += t.numel();
+    CHECK(full.elements == held);
+    CHECK(full.elements < total * 3 / 4);
+  }
+  // load_state puts back from the rank's own shard should it fail, so it gathers nothing either.
+  const Run expected = reference_run(10);
+  const std::string dir = shared_temp_dir() + "/tp2_own_reads";
+  accelerated_run({.tp_size = 2, .until = 5, .save_dir = dir, .zero_stage = 3});
+  for (int stage : {0, 3}) {
+    INFO("resumed at zero_stage ", stage);
+    const Run resumed = accelerated_run({.tp_size = 2, .from = 5, .until = 10, .load_dir = dir, .zero_stage = stage});
+    check_close(resumed.losses, std::vector<double>(expected.losses.begin() + 5, expected.losses.end()), "losses");
+    check_params(resumed.params, expected.params);
+    CHECK(count_of(resumed.load_collectives, "all_gather") == 0);
+  }
+}
+
 // tests/ddp/meson.build runs this case on 8 ranks too (2 replicas x 2 shards x tp 2).
 TEST_CASE("HYBRID_SHARD over the dp ranks of a TP model: its checkpoint resumes at another tp_size, under "
           "FULL_SHARD and under HYBRID_SHARD") {
@@ -542,7 +589,7 @@ TEST_CASE("tp_size shows in the settings line, and bad sizes and models are refu
   nn::StateDict state = accelerator.get_state_dict(*net);
   state[0].second = zeros({31, 16});
   CHECK(error_of([&] { accelerator.strategy().load_model_state_dict(*net, state, true); }) ==
-        "TensorParallel::load_model_state_dict: 'wte.weight' in the state is [31, 16], but the model's full tensor "
+        "TensorParallel::load_model_state: 'wte.weight' in the state is [31, 16], but the model's full tensor "
         "is [30, 16]");
 }
 

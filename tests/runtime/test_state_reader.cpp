@@ -2,20 +2,23 @@
 // shard files, one rank's own shard) returns exactly the asked elements of the full tensor, also
 // across the pieces of several files; opening shard files checks their coverage from the headers;
 // and a range outside an entry, a name in two files, or a run a rank's own shard does not hold is
-// refused naming it.
+// refused naming it. A tensor-parallel rank's view of a full state reads only its parts.
 #include <doctest/doctest.h>
 #include <fmt/format.h>
 #include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <tuple>
 
+#include "../counting_state_reader.h"
 #include "../error_of.h"
 #include "accel.h"
 #include "nn/parallel/partition.h"
 #include "runtime/checkpoint/state_shard_files.h"
 #include "runtime/state_reader.h"
+#include "runtime/strategy/tensor_parallel_part_reader.h"
 #include "tensor/nograd/views.h"
 
 using namespace accel;
@@ -216,20 +219,80 @@ TEST_CASE("open_state_shards refuses a piece whose full shape has a negative dim
   CHECK(part_run(R"({"dim": 0, "blocks": 1, "part": 0})").find("the place of piece 'p' is not valid") != std::string::npos);
 }
 
-TEST_CASE("state_shard_reader serves a rank's own runs and refuses one it does not hold") {
+TEST_CASE("state_shard_reader serves a rank's own runs and parts, those written elsewhere too, and refuses one it "
+          "does not hold") {
   const Tensor w = counting({6, 5}), b = counting({4}), e = counting({6, 3});
-  StateShard own = part_of(1, w, b, e);
-  own.local.pop_back();  // the tensor-parallel part: refused in memory (below)
-  own.places.pop_back();
-  const auto reader = state_shard_reader(own);
+  const auto reader = state_shard_reader(part_of(1, w, b, e));
   CHECK(values(reader->read(0, 13, 17)) == elements(w, 13, 17));
   CHECK(values(reader->read(0, 20, 4)) == elements(w, 20, 4));
   CHECK(values(reader->read_whole(1)) == values(b));
+  CHECK(values(reader->read(2, 9, 9)) == elements(e, 9, 9));  // rows 3 to 5: the rank's part
   CHECK(error_of([&] { reader->read(0, 10, 5); }) ==
         "the state of rank 1 of 2: elements 10 to 15 of 'w' are not all held here (2 of 5); a reader of one rank's "
         "shard holds only that rank's runs");
-  CHECK(error_of([&] { state_shard_reader(part_of(1, w, b, e)); }).find("'e' is a tensor-parallel part") !=
+  CHECK(error_of([&] { reader->read(2, 6, 6); }).find("elements 6 to 12 of 'e' are not all held here (3 of 6)") !=
         std::string::npos);
+  // A part that ends in padding (5 rows split 3 and 3): its valid rows are read, the padding is not a row of e.
+  const Tensor f = counting({5, 2});
+  const nn::parallel::TensorSplit padded{.dim = 0, .blocks = 1, .full_size = 5};
+  StateShard last;
+  last.local = {{"f", nn::parallel::split_part(f, padded, 1, 2)}};
+  last.places = {padded};
+  last.part = 1;
+  last.parts = 2;
+  REQUIRE(last.local[0].second.shape() == Shape{3, 2});
+  const auto padded_reader = state_shard_reader(last);
+  CHECK(padded_reader->entries()[0].shape == f.shape());
+  CHECK(values(padded_reader->read(0, 6, 4)) == elements(f, 6, 4));
+  // A run that another part writes: left out of the file, but read back from memory.
+  StateShard copy = part_of(1, w, b, e);
+  copy.written_elsewhere = {true, false, false};
+  CHECK(values(state_shard_reader(copy)->read(0, 13, 17)) == elements(w, 13, 17));
+  const nn::StateDict written = state_shard_file(copy).first;
+  CHECK(std::none_of(written.begin(), written.end(), [](const auto& t) { return t.first.rfind("w", 0) == 0; }));
+  CHECK(written.size() == 1);  // e's rows; b is written by part 0
+  copy.written_elsewhere = {true};
+  CHECK(error_of([&] { state_shard_reader(copy); }) ==
+        "state_shard_reader: 1 written_elsewhere flags for 3 tensors; one per tensor or none expected");
+}
+
+TEST_CASE("TensorParallelPartReader reads a rank's parts of fused and padded splits, and only their elements") {
+  // w [6, 5] replicated, q [4, 6] in 3 fused blocks of 2 columns along dim 1, v [5, 3] as rows along dim 0
+  // padded to 6, each seen by tp rank 0 and 1 of 2.
+  const Tensor w = counting({6, 5}), q = counting({4, 6}), v = counting({5, 3});
+  const std::map<std::string, nn::parallel::TensorSplit> splits{
+      {"q", {.dim = 1, .blocks = 3, .full_size = 6}}, {"v", {.dim = 0, .blocks = 1, .full_size = 5}}};
+  for (int rank = 0; rank < 2; ++rank) {
+    INFO("tp rank ", rank, " of 2");
+    const test_support::CountingStateReader full({{"w", w}, {"q", q}, {"v", v}});
+    std::map<std::string, Tensor> parts{{"w", w}};
+    for (const auto& [name, split] : splits) parts[name] = nn::parallel::split_part(name == "q" ? q : v, split, rank, 2);
+    const TensorParallelPartReader reader(
+        full,
+        [&](const StateEntry& e) -> std::optional<TensorParallelPartReader::PartOf> {
+          const auto it = splits.find(e.name);
+          if (it == splits.end()) return std::nullopt;
+          return TensorParallelPartReader::PartOf{it->second, parts[e.name].shape()};
+        },
+        rank, "test");
+    for (size_t i = 0; i < 3; ++i) {
+      const Tensor& part = parts[reader.entries()[i].name];
+      CHECK(reader.entries()[i].shape == part.shape());
+      for (int64_t first = 0; first < part.numel(); ++first)
+        for (int64_t count = 0; first + count <= part.numel(); ++count)
+          CHECK(values(reader.read(i, first, count)) == elements(part, first, count));
+    }
+    // Whole, the parts read their own elements only: half of q's, and v's rows 0-2 or 3-4 (not the padding).
+    full.elements = 0;
+    reader.read_all();
+    CHECK(full.elements == 30 + 12 + (rank == 0 ? 9 : 6));
+  }
+  const DictStateReader wrong({{"q", counting({4, 8})}});
+  CHECK(error_of([&] {
+          TensorParallelPartReader(
+              wrong, [&](const StateEntry&) { return std::optional(TensorParallelPartReader::PartOf{splits.at("q"), {4, 3}}); },
+              0, "load_model_state");
+        }) == "TensorParallel::load_model_state: 'q' in the state is [4, 8], but the model's full tensor is [4, 6]");
 }
 
 TEST_CASE("RenamedStateReader reads its base under new names, one name per entry") {
