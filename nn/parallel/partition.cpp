@@ -7,6 +7,8 @@
 #include <vector>
 
 #include "tensor/creation.h"
+#include "tensor/deferred_init.h"
+#include "tensor/meta_tensor.h"
 #include "tensor/nograd/copy.h"
 #include "tensor/nograd/views.h"
 
@@ -18,11 +20,48 @@ int64_t divide_by_tp(const char* layer, const char* what, int64_t size, int64_t 
   return size / parts;
 }
 
+namespace {
+
+int64_t padded_size(const TensorSplit& split, int size) {
+  const int64_t unit = split.blocks * size;
+  return (split.full_size + unit - 1) / unit * unit;
+}
+
+// Rank `rank`'s part of full, a contiguous meta tensor (a model built under DeferredInit), as a meta
+// tensor whose values are read from full's recipe when it is materialised: each run of the part from
+// the runs of full it covers, the padding zeros. So a rank materialises only its part (under ZeRO 3
+// only its slices of it), to the values the same elements of a full init have.
+Tensor meta_part(const Tensor& full, const TensorSplit& split, int rank, int size) {
+  Shape shape = full.shape();
+  shape[static_cast<size_t>(split.dim)] = padded_size(split, size) / size;
+  const Tensor part = make_meta("split_part", shape, full.dtype(), full.device());
+  // A handle of its own on full's storage: the caller may give full's handle the part's data.
+  const Tensor source_tensor = nograd::view(full, full.shape());
+  auto source = std::make_shared<ElementSource>();
+  source->read = [source_tensor, split, rank, shape](int64_t first, int64_t count) {
+    DeferredInit off(false);
+    Tensor out = zeros({count}, source_tensor.dtype());
+    for (const RunInFull& run : runs_in_full(shape, split, rank, first, count))
+      materialize_run(source_tensor, run.full_offset, nograd::narrow(out, 0, run.part_offset, run.count));
+    return out;
+  };
+  uint64_t fingerprint = full.storage()->recipe()->fingerprint();
+  for (const int64_t v : {split.dim, split.blocks, split.full_size, int64_t{rank}, int64_t{size}, full.offset()})
+    fingerprint = (fingerprint ^ static_cast<uint64_t>(v)) * 1099511628211ull;  // FNV-1a's prime
+  source->fingerprint = fingerprint;
+  source->description = fmt::format("tensor-parallel part {} of {} of a deferred-init {}", rank, size, shape_str(full.shape()));
+  record_fill(part, FillRecipe::from_source(std::move(source)));
+  return part;
+}
+
+}  // namespace
+
 Tensor rank_part(const Tensor& t, int64_t dim, int64_t blocks, int rank, int size) {
   const bool cuts = blocks > 0 && size > 0 && t.size(dim) % (blocks * size) == 0;
   if (!cuts || rank < 0 || rank >= size)
     throw Error(fmt::format("rank_part: dim {} of {} does not cut into {} blocks of {} parts (rank {})", dim,
                             shape_str(t.shape()), blocks, size, rank));
+  if (t.is_meta() && t.is_contiguous()) return meta_part(t, {.dim = dim, .blocks = blocks, .full_size = t.size(dim)}, rank, size);
   const int64_t block = t.size(dim) / blocks, part = block / size;
   std::vector<Tensor> pieces;
   for (int64_t b = 0; b < blocks; ++b) pieces.push_back(nograd::narrow(t, dim, b * block + rank * part, part));
@@ -46,15 +85,6 @@ Tensor adopt_part(const Tensor& full_param, const Tensor& part, FromFull how) {
   return full_param;
 }
 
-namespace {
-
-int64_t padded_size(const TensorSplit& split, int size) {
-  const int64_t unit = split.blocks * size;
-  return (split.full_size + unit - 1) / unit * unit;
-}
-
-}  // namespace
-
 Tensor split_part(const Tensor& full, const TensorSplit& split, int rank, int size) {
   if (split.dim < 0 || split.dim >= full.dim() || full.size(split.dim) != split.full_size)
     throw Error(fmt::format("split_part: the full tensor is {}, expected size {} along dim {}",
@@ -64,6 +94,9 @@ Tensor split_part(const Tensor& full, const TensorSplit& split, int rank, int si
   if (split.blocks != 1)
     throw Error(fmt::format("split_part: size {} along dim {} does not cut into {} blocks of {} parts",
                             split.full_size, split.dim, split.blocks, size));
+  if (rank < 0 || rank >= size)
+    throw Error(fmt::format("split_part: rank {} of a group of {}", rank, size));
+  if (full.is_meta() && full.is_contiguous()) return meta_part(full, split, rank, size);
   Shape shape = full.shape();
   shape[static_cast<size_t>(split.dim)] = padded;
   Tensor with_padding = zeros(shape, full.dtype(), full.device());

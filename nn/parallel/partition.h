@@ -16,7 +16,9 @@ int64_t divide_by_tp(const char* layer, const char* what, int64_t size, int64_t 
 
 // Rank `rank` of `size`'s part of t along dim, as a new contiguous tensor with no autograd history:
 // dim is `blocks` equal blocks, each cut into `size` equal parts, and the rank's parts of the blocks
-// are joined in block order. t.size(dim) must be a multiple of blocks * size.
+// are joined in block order. t.size(dim) must be a multiple of blocks * size. A contiguous meta t
+// (built under DeferredInit) gives a meta part whose values are read from t's recipe when it is
+// materialised, the same elements a full init gives: a rank materialises only its part.
 Tensor rank_part(const Tensor& t, int64_t dim, int64_t blocks, int rank, int size);
 
 // The rows of a vocabulary of vocab_size that a rank owns: every rank gets per_rank rows (the vocab
@@ -50,8 +52,8 @@ struct TensorSplit {
 };
 
 // Rank `rank` of `size`'s part of full under split: padded with zeros to a multiple of size along dim
-// when split allows it, then rank_part. Throws accel::Error when full's size along dim is not
-// split.full_size.
+// when split allows it, then rank_part (a meta full: a meta part, its padding zeros). Throws
+// accel::Error when full's size along dim is not split.full_size.
 Tensor split_part(const Tensor& full, const TensorSplit& split, int rank, int size);
 
 // The inverse: every rank's part, in rank order, joined into the full tensor (padding dropped).

@@ -9,9 +9,11 @@
 #include <variant>
 
 #include "autograd/grad_mode.h"
+#include "nn/materialize.h"
 #include "nn/parallel/partition.h"
 #include "nn/parallel/split_layer.h"
 #include "nn/parallel/tensor_parallel_model.h"
+#include "runtime/strategy/deferred_init_agreement.h"
 #include "runtime/strategy/tensor_parallel_part_reader.h"
 #include "tensor/creation.h"
 #include "tensor/nograd/copy.h"
@@ -66,11 +68,16 @@ void TensorParallel::prepare_model(nn::Module& model) {
   if (splittable->tensor_parallel_group())
     throw Error("TensorParallel: the model is split already; give prepare the whole model");
   model.to(env_.device());
-  // The split cuts rank 0's full model, so that every group holds the same model.
+  // The split cuts rank 0's full model, so that every group holds the same model. Parameters built
+  // under DeferredInit are not broadcast: the ranks' recipes must agree, and the split makes each
+  // part a meta tensor read from its full one's recipe, which this rank then materialises (under
+  // ZeRO 3, only its slices of it), so no rank ever holds a full split tensor.
+  check_deferred_init_agrees(model.named_parameters(), *env_.comm(), name());
   auto comm_for = [this](const Tensor& t) -> Communicator& { return env_.comm_for(t); };
-  broadcast_from_rank0(model.named_parameters(), comm_for, "tensor parallel");
+  broadcast_from_rank0(materialised_entries(model.named_parameters()), comm_for, "tensor parallel");
   broadcast_from_rank0(model.named_buffers(), comm_for, "tensor parallel");
   splittable->parallelize(tp());
+  if (!zero_ || !zero_->materializes_parameter_shards()) nn::materialize(model);
   Prepared prepared{&model, nn::parallel::tensor_splits(model), nullptr};
   nn::StateDict trained;
   for (const auto& [name, p] : model.named_parameters()) {

@@ -36,10 +36,13 @@ class TensorParallel final : public Strategy {
   // "tensor_parallel", or "tensor_parallel+zero_1" with ZeRO over dp.
   std::string name() const override;
   bool splits_layers() const override { return true; }
+  // A model built under DeferredInit: each rank materialises only its parts (see prepare_model).
+  bool materializes_parameter_shards() const override { return true; }
   const DeviceMesh& mesh() const { return *mesh_; }
 
   // Every rank takes rank 0's full model, then its tp group splits it; dp > 1 attaches a reducer over
-  // dp. The model must be a nn::parallel::TensorParallelModel (nn::GPT is).
+  // dp. The model must be a nn::parallel::TensorParallelModel (nn::GPT is). Under DeferredInit the
+  // ranks check that their models' recipes agree instead, and each materialises its own parts.
   void prepare_model(nn::Module& model) override;
   // The dp coordinate: the ranks of one tp group read the same batch.
   DataShard data_shard() const override;
