@@ -583,9 +583,8 @@ TEST_CASE("a GPT built under DeferredInit: each rank of TP=2, and of TP=2 x ZeRO
     // What prepare holds at its end is the same either way (the parts, under ZeRO 3 their dp slices, and
     // DDP's buckets); above it, the normal build held the full model before the split, and a deferred
     // one only what materialising one part at a time needs (a few times the largest part, here 32 KiB).
-    INFO("zero_stage ", stage, ", tp 2 of ", world_size, " ranks: peak ", deferred.peak_bytes, " bytes deferred, ",
-            normal.peak_bytes, " normal; held after prepare ", deferred.held_bytes, " deferred, ", normal.held_bytes,
-            " normal; the full model is ", full_bytes);
+    INFO("peak ", deferred.peak_bytes, " bytes deferred, ", normal.peak_bytes, " normal; held after prepare ",
+         deferred.held_bytes, " deferred, ", normal.held_bytes, " normal; the full model is ", full_bytes);
     CHECK(deferred.held_bytes == normal.held_bytes);
     CHECK(normal.peak_bytes >= static_cast<size_t>(full_bytes));
     CHECK(deferred.peak_bytes - deferred.held_bytes < static_cast<size_t>(full_bytes) / 3);
