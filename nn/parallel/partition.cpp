@@ -49,7 +49,8 @@ Tensor meta_part(const Tensor& full, const TensorSplit& split, int rank, int siz
   for (const int64_t v : {split.dim, split.blocks, split.full_size, int64_t{rank}, int64_t{size}, full.offset()})
     fingerprint = (fingerprint ^ static_cast<uint64_t>(v)) * 1099511628211ull;  // FNV-1a's prime
   source->fingerprint = fingerprint;
-  source->description = fmt::format("tensor-parallel part {} of {} of a deferred-init {}", rank, size, shape_str(full.shape()));
+  source->description =
+      fmt::format("tensor-parallel part {} of {} of a deferred-init {}", rank, size, shape_str(full.shape()));
   record_fill(part, FillRecipe::from_source(std::move(source)));
   return part;
 }
@@ -61,7 +62,8 @@ Tensor rank_part(const Tensor& t, int64_t dim, int64_t blocks, int rank, int siz
   if (!cuts || rank < 0 || rank >= size)
     throw Error(fmt::format("rank_part: dim {} of {} does not cut into {} blocks of {} parts (rank {})", dim,
                             shape_str(t.shape()), blocks, size, rank));
-  if (t.is_meta() && t.is_contiguous()) return meta_part(t, {.dim = dim, .blocks = blocks, .full_size = t.size(dim)}, rank, size);
+  if (t.is_meta() && t.is_contiguous())
+    return meta_part(t, {.dim = dim, .blocks = blocks, .full_size = t.size(dim)}, rank, size);
   const int64_t block = t.size(dim) / blocks, part = block / size;
   std::vector<Tensor> pieces;
   for (int64_t b = 0; b < blocks; ++b) pieces.push_back(nograd::narrow(t, dim, b * block + rank * part, part));
