@@ -7,6 +7,8 @@
 #include <cstdint>
 #include <set>
 
+#include "kernels/fnv1a.h"
+
 namespace accel {
 
 namespace {
@@ -21,15 +23,9 @@ std::string describe(const std::vector<MeshDim>& dims) {
 // A split color standing for the dims (FNV-1a over names and sizes, folded to 31 bits): equal dims
 // give equal colors on every rank and every build, different dims almost surely different ones.
 int fingerprint(const std::vector<MeshDim>& dims) {
-  uint64_t hash = 14695981039346656037ull;
-  const auto mix = [&](unsigned char byte) { hash = (hash ^ byte) * 1099511628211ull; };
-  for (const MeshDim& d : dims) {
-    for (char c : d.name) mix(static_cast<unsigned char>(c));
-    mix(0);  // ends the name, so that a name's last letters cannot pass for a size
-    const auto size = static_cast<uint32_t>(d.size);
-    for (int shift = 0; shift < 32; shift += 8) mix(static_cast<unsigned char>(size >> shift));
-  }
-  return static_cast<int>(hash >> 33);
+  Fnv1a hash;
+  for (const MeshDim& d : dims) hash.text(d.name).word(static_cast<uint64_t>(d.size));
+  return static_cast<int>(hash.value() >> 33);
 }
 
 // Every rank splits by the fingerprint of its dims. Ranks that agree land in one group, so this

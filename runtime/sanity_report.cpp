@@ -9,6 +9,7 @@
 #include <set>
 #include <unordered_map>
 
+#include "kernels/fnv1a.h"
 #include "runtime/environment.h"
 #include "runtime/precision/precision.h"
 #include "runtime/prepared_names.h"
@@ -27,10 +28,7 @@ constexpr const char* kPrefix = "accel check: ";
 // FNV-1a over the tensor's bytes in row-major order (a host copy first where it lives on a device).
 uint64_t hash_of(const Tensor& t) {
   const Tensor host = t.device().is_cpu() ? nograd::contiguous(t) : nograd::to_device(nograd::contiguous(t), Device::cpu());
-  uint64_t h = 1469598103934665603ull;
-  const auto* bytes = static_cast<const unsigned char*>(host.data_ptr());
-  for (size_t i = 0; i < host.nbytes(); ++i) h = (h ^ bytes[i]) * 1099511628211ull;
-  return h ^ static_cast<uint64_t>(t.dtype());
+  return Fnv1a().bytes(host.data_ptr(), host.nbytes()).word(static_cast<uint64_t>(t.dtype())).value();
 }
 
 // "f32" or "f32 and bf16": the dtypes in a set, in DType order.

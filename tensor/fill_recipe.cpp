@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include "kernels/fnv1a.h"
 #include "kernels/philox.h"
 #include "tensor/creation.h"
 #include "tensor/deferred_init.h"
@@ -34,11 +35,10 @@ FillRecipe FillRecipe::normal(double mean, double std, uint64_t numel, Generator
 }
 
 uint64_t element_source_fingerprint(const std::string& name, const Shape& shape, DType dtype) {
-  uint64_t hash = std::hash<std::string>{}(name);
-  auto mix = [&](uint64_t value) { hash = (hash ^ value) * 1099511628211ull; };
-  for (int64_t d : shape) mix(static_cast<uint64_t>(d));
-  mix(static_cast<uint64_t>(dtype));
-  return hash;
+  Fnv1a hash;
+  hash.text(name);
+  for (int64_t d : shape) hash.word(static_cast<uint64_t>(d));
+  return hash.word(static_cast<uint64_t>(dtype)).value();
 }
 
 std::shared_ptr<ElementSource> tensor_element_source(const Tensor& values, const std::string& name,

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "kernels/fnv1a.h"
 #include "tensor/creation.h"
 #include "tensor/deferred_init.h"
 #include "tensor/nograd/copy.h"
@@ -148,12 +149,8 @@ void InitRecipe::write_strided_step(const Step& step, int64_t first, const Tenso
 }
 
 uint64_t InitRecipe::fingerprint() const {
-  uint64_t hash = 1469598103934665603ull;  // FNV-1a
-  auto mix = [&](const void* data, size_t n) {
-    const auto* bytes = static_cast<const unsigned char*>(data);
-    for (size_t i = 0; i < n; ++i) hash = (hash ^ bytes[i]) * 1099511628211ull;
-  };
-  auto mix_value = [&](const auto& value) { mix(&value, sizeof(value)); };
+  Fnv1a hash;
+  auto mix_value = [&](const auto& value) { hash.bytes(&value, sizeof(value)); };
   mix_value(static_cast<int>(dtype_));
   mix_value(numel_);
   for (const Step& step : steps_) {
@@ -168,7 +165,7 @@ uint64_t InitRecipe::fingerprint() const {
     mix_value(step.fill.offset);
     if (step.fill.source) mix_value(step.fill.source->fingerprint);
   }
-  return hash;
+  return hash.value();
 }
 
 Tensor make_meta(const char* op, const Shape& shape, DType dtype, Device device) {

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "kernels/fnv1a.h"
 #include "tensor/creation.h"
 #include "tensor/deferred_init.h"
 #include "tensor/meta_tensor.h"
@@ -45,10 +46,10 @@ Tensor meta_part(const Tensor& full, const TensorSplit& split, int rank, int siz
       materialize_run(source_tensor, run.full_offset, nograd::narrow(out, 0, run.part_offset, run.count));
     return out;
   };
-  uint64_t fingerprint = full.storage()->recipe()->fingerprint();
+  Fnv1a fingerprint(full.storage()->recipe()->fingerprint());
   for (const int64_t v : {split.dim, split.blocks, split.full_size, int64_t{rank}, int64_t{size}, full.offset()})
-    fingerprint = (fingerprint ^ static_cast<uint64_t>(v)) * 1099511628211ull;  // FNV-1a's prime
-  source->fingerprint = fingerprint;
+    fingerprint.word(static_cast<uint64_t>(v));
+  source->fingerprint = fingerprint.value();
   source->description =
       fmt::format("tensor-parallel part {} of {} of a deferred-init {}", rank, size, shape_str(full.shape()));
   record_fill(part, FillRecipe::from_source(std::move(source)));

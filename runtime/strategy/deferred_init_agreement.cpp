@@ -3,8 +3,7 @@
 
 #include <fmt/format.h>
 
-#include <functional>
-
+#include "kernels/fnv1a.h"
 #include "tensor/creation.h"
 #include "tensor/meta_tensor.h"
 #include "tensor/nograd/copy.h"
@@ -21,16 +20,12 @@ nn::StateDict materialised_entries(const nn::StateDict& entries) {
 namespace {
 
 int64_t fingerprint_of(const nn::StateDict& entries) {
-  uint64_t hash = 1469598103934665603ull;
-  auto mix = [&](uint64_t value) { hash = (hash ^ value) * 1099511628211ull; };
+  Fnv1a hash;
   for (const auto& [name, t] : entries) {
-    mix(std::hash<std::string>{}(name));
-    mix(t.is_meta() ? 1 : 0);
-    if (!t.is_meta()) continue;
-    mix(static_cast<uint64_t>(t.offset()));
-    mix(t.storage()->recipe()->fingerprint());
+    hash.text(name).word(t.is_meta() ? 1 : 0);
+    if (t.is_meta()) hash.word(static_cast<uint64_t>(t.offset())).word(t.storage()->recipe()->fingerprint());
   }
-  return static_cast<int64_t>(hash);
+  return static_cast<int64_t>(hash.value());
 }
 
 }  // namespace
