@@ -165,12 +165,17 @@ class Staging {
 
   // Copies the tensors MPI wrote back to the device; returns when they are there. A synchronous copy
   // on the legacy stream, which the (non-blocking) compute stream does not wait for: nothing on it may
-  // touch these tensors until the operation's Work completes.
+  // touch these tensors until the operation's Work completes. The compute stream is drained first,
+  // because work queued there before the operation may still write or read this memory (the zeros a
+  // recv buffer was made with, or a kernel of the block's previous owner); copy_in drains it only
+  // where MPI reads a tensor.
   void copy_back() const {
 #if ACCEL_WITH_CUDA
     for (const Entry& e : entries_) {
       if (!e.write || e.bytes == 0) continue;
       const cuda::DeviceGuard guard(e.tensor.device());
+      ACCEL_CUDA_CHECK(cudaStreamSynchronize(cuda::compute_stream(e.tensor.device())),
+                       "cudaStreamSynchronize(mpi staging out)");
       ACCEL_CUDA_CHECK(cudaMemcpy(const_cast<char*>(e.begin), e.host, e.bytes, cudaMemcpyHostToDevice),
                        "cudaMemcpy({} bytes, mpi staging out)", e.bytes);
     }

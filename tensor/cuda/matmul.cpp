@@ -9,6 +9,7 @@
 
 #include <atomic>
 #include <climits>
+#include <cstdint>
 
 #include "kernels/cuda_check.h"
 #include "tensor/cpu/loop.h"
@@ -19,6 +20,7 @@
 #include "tensor/cuda/gemm_plan.h"
 #include "tensor/cuda/stream.h"
 #include "tensor/deterministic.h"
+#include "tensor/nograd/copy.h"
 #include "tensor/nograd/views.h"
 
 namespace accel::cuda {
@@ -266,7 +268,11 @@ void matmul_bias(const Tensor& out, const Tensor& a, const Tensor& b, const Tens
               bias.size(0) == out.size(-1);
   if (!shapes_ok)
     throw Error(fmt::format("matmul_bias: expected [..., M, K] x [..., K, N] + [N] -> [..., M, N], got {}", shapes));
-  const Tensor bias_c = nograd::contiguous(bias);
+  // cuBLASLt's bias epilogue may assume a 16-byte aligned bias, and no preference tells it otherwise
+  // (the alignment ones cover A to D only): a bias viewed into a flat buffer (ZeRO's units) at another
+  // offset is copied, else the kernel faults with a misaligned address.
+  Tensor bias_c = nograd::contiguous(bias);
+  if (reinterpret_cast<uintptr_t>(bias_c.data_ptr()) % 16 != 0) bias_c = nograd::clone(bias_c);
   gemm("matmul_bias", out, a, b, &bias_c);
 }
 

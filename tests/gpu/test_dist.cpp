@@ -9,6 +9,7 @@
 #include "accel_config.h"
 #include "tensor/nograd/copy.h"
 #include "tensor/nograd/elementwise.h"
+#include "tensor/nograd/matmul.h"
 #include "tensor/nograd/reduce.h"
 #include "tensor/nograd/views.h"
 #include "tests/gpu/dist_support.h"
@@ -167,6 +168,23 @@ TEST_CASE("mpi backend: send and recv of device tensors around the ring") {
   world().recv(in, (rank + size - 1) % size, 5);
   sent.wait();
   CHECK(host_values(in) == host_values(rank_values(1001, (rank + size - 1) % size)));
+}
+
+TEST_CASE("mpi backend: a recv lands after the compute-stream work queued on its buffer") {
+  // The staged copy back to the device runs on the legacy stream. Unless the compute stream is
+  // drained first, the fill queued there behind the matmuls runs after it and overwrites what came.
+  const int size = world().size(), rank = world().rank();
+  if (size < 2) return;
+  const int64_t n = int64_t{1} << 22;
+  const Tensor out = on(rank_values(n, rank), DType::f32, my_gpu());
+  Tensor in = empty({n}, DType::f32, my_gpu());
+  const Tensor busy = random({4096, 4096}, DType::f32, my_gpu(), 17);
+  for (int i = 0; i < 4; ++i) (void)nograd::matmul(busy, busy);
+  nograd::fill_(in, -1.0);
+  Work sent = world().send_async(out, (rank + 1) % size, 6);
+  world().recv(in, (rank + size - 1) % size, 6);
+  sent.wait();
+  CHECK(host_values(in) == host_values(rank_values(n, (rank + size - 1) % size)));
 }
 
 TEST_CASE("mpi backend: ranks sharing a GPU train an MLP to the weights one rank reaches") {

@@ -1,6 +1,6 @@
 // GPU matmul through cuBLASLt against an f64 reference: f32/f16/bf16/f64, transposed and sliced
 // operands read in place, operands that must be copied, batched and broadcast batches, K = 0, and
-// the bias epilogue.
+// the bias epilogue (with an aligned bias, and one at an odd offset).
 #include "tensor/cuda/matmul.h"
 #include "tensor/nograd/copy.h"
 #include "tensor/nograd/elementwise.h"
@@ -155,6 +155,17 @@ TEST_CASE("matmul: the bias epilogue adds one value per output column") {
     const Tensor x = random({2, 5, 64}, dtype, kGpu, 143), weight = random({48, 64}, dtype, kGpu, 144);
     const Tensor wt = nograd::transpose(weight, 0, 1);
     check_product(gpu_matmul(x, wt, &bias), reference(x, wt, &bias), 64, fmt::format("linear {}", dtype_name(dtype)));
+  }
+}
+
+TEST_CASE("matmul: a bias at an offset of one element (a view into a flat buffer, as ZeRO's units are)") {
+  // The epilogue may assume a 16-byte aligned bias; matmul_bias copies one that is not.
+  for (DType dtype : kGemmDTypes) {
+    const Tensor a = random({40, 64}, dtype, kGpu, 150), w = random({64, 48}, dtype, kGpu, 151);
+    const Tensor flat = random({49}, dtype, kGpu, 152);
+    const Tensor bias = nograd::narrow(flat, 0, 1, 48);
+    check_product(gpu_matmul(a, w, &bias), reference(a, w, &bias), 64,
+                  fmt::format("bias at offset 1, {}", dtype_name(dtype)));
   }
 }
 
