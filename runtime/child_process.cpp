@@ -1,5 +1,5 @@
 // run_command: fork, exec, wait, with signals forwarded to the child (signals blocked around the fork,
-// so that none arrives before the handler knows whom to send it to).
+// so that none arrives before the handler knows whom to send it to), and where asked to its children.
 #include "runtime/child_process.h"
 
 #include <fmt/format.h>
@@ -8,6 +8,8 @@
 
 #include <csignal>
 #include <cstring>
+#include <ctime>
+#include <fstream>
 #include <iostream>
 
 #include "kernels/error.h"
@@ -17,9 +19,29 @@ namespace {
 
 volatile pid_t g_child = 0;
 volatile std::sig_atomic_t g_sent_for[NSIG] = {};
+volatile std::sig_atomic_t g_to_grandchildren[NSIG] = {};
+// Set by the handler, served by the wait loop: listing the child's children is no work for a handler.
+volatile std::sig_atomic_t g_grandchildren_pending[NSIG] = {};
 
 extern "C" void forward_signal(int signal_number) {
   if (g_child > 0) kill(g_child, g_sent_for[signal_number]);
+  if (g_to_grandchildren[signal_number]) g_grandchildren_pending[signal_number] = 1;
+}
+
+// The children of pid, from /proc/PID/task/PID/children (empty where the kernel lacks it).
+std::vector<pid_t> children_of(pid_t pid) {
+  std::ifstream in(fmt::format("/proc/{}/task/{}/children", pid, pid));
+  std::vector<pid_t> out;
+  for (pid_t child = 0; in >> child;) out.push_back(child);
+  return out;
+}
+
+void serve_grandchildren(pid_t child) {
+  for (int s = 1; s < NSIG; ++s) {
+    if (!g_grandchildren_pending[s]) continue;
+    g_grandchildren_pending[s] = 0;
+    for (const pid_t grandchild : children_of(child)) kill(grandchild, g_sent_for[s]);
+  }
 }
 
 // Installs the forwards for its lifetime and puts the previous handlers back after.
@@ -31,6 +53,9 @@ class Forwarding {
       if (f.received <= 0 || f.received >= NSIG)
         throw Error(fmt::format("run_command: cannot forward signal {}", f.received));
       g_sent_for[f.received] = f.sent;
+      g_to_grandchildren[f.received] = f.to_grandchildren ? 1 : 0;
+      g_grandchildren_pending[f.received] = 0;
+      to_grandchildren_ = to_grandchildren_ || f.to_grandchildren;
       struct sigaction action {};
       action.sa_handler = forward_signal;
       sigemptyset(&action.sa_mask);
@@ -41,12 +66,17 @@ class Forwarding {
   }
   ~Forwarding() {
     g_child = 0;
-    for (size_t i = 0; i < forwards_.size(); ++i) sigaction(forwards_[i].received, &previous_[i], nullptr);
+    for (size_t i = 0; i < forwards_.size(); ++i) {
+      sigaction(forwards_[i].received, &previous_[i], nullptr);
+      g_to_grandchildren[forwards_[i].received] = 0;
+    }
   }
   const sigset_t& mask() const { return mask_; }
+  bool to_grandchildren() const { return to_grandchildren_; }
 
  private:
   std::vector<SignalForward> forwards_;
+  bool to_grandchildren_ = false;
   std::vector<struct sigaction> previous_;
   sigset_t mask_ = empty_set();
 
@@ -78,8 +108,18 @@ int run_command(const std::vector<std::string>& argv, const std::vector<SignalFo
   sigprocmask(SIG_SETMASK, &before, nullptr);
   if (pid < 0) throw Error(fmt::format("run_command: fork failed: {}", std::strerror(errno)));
   int status = 0;
-  while (waitpid(pid, &status, 0) < 0) {
-    if (errno != EINTR) throw Error(fmt::format("run_command: waitpid failed: {}", std::strerror(errno)));
+  // With grandchildren to reach, a wait that wakes every 20 ms: a signal caught between the check and
+  // a blocking wait would otherwise wait for the child's end.
+  const int flags = forwarding.to_grandchildren() ? WNOHANG : 0;
+  for (;;) {
+    const pid_t got = waitpid(pid, &status, flags);
+    if (got == pid) break;
+    if (got < 0 && errno != EINTR) throw Error(fmt::format("run_command: waitpid failed: {}", std::strerror(errno)));
+    serve_grandchildren(pid);
+    if (got == 0) {
+      const timespec pause{0, 20'000'000};
+      nanosleep(&pause, nullptr);
+    }
   }
   if (WIFEXITED(status)) return WEXITSTATUS(status);
   if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);

@@ -7,10 +7,14 @@
 
 namespace accel {
 
-// While the child runs, a `received` signal to this process is sent to the child as `sent`.
+// While the child runs, a `received` signal to this process is sent to the child as `sent`, and
+// with to_grandchildren to the child's own children too, from here: mpirun passes a signal on late
+// now and then (Open MPI 4.1: after 14 s, or not before the job ends), so `accel launch` reaches the
+// ranks' wrappers on its machine itself.
 struct SignalForward {
   int received;
   int sent;
+  bool to_grandchildren = false;
 };
 
 // Runs argv and returns its exit status (128 + signal when killed).

@@ -280,8 +280,11 @@ int run_job(const std::vector<std::string>& mpirun_argv, std::ostream& log) {
   RunDirectory run_dir;
   // mpirun answers a SIGTERM by killing the ranks a second later, too soon for a checkpoint; it passes
   // SIGUSR2 on to every rank instead, whose wrapper turns it back into the SIGTERM the program expects.
+  // That SIGUSR2 goes to this machine's wrappers (mpirun's children) straight from here as well, as
+  // mpirun's own passing on can lag by seconds or until the job ends; one rank that has it stops the
+  // job at the next step, and a second copy from mpirun changes nothing.
   // A SIGINT goes to mpirun as it is: it ends the job. Either way no rank outlives the launcher.
-  const int status = run_command(mpirun_argv, {{SIGTERM, SIGUSR2}, {SIGINT, SIGINT}});
+  const int status = run_command(mpirun_argv, {{SIGTERM, SIGUSR2, true}, {SIGINT, SIGINT}});
   if (status == kPreemptedExitStatus)
     log << fmt::format("accel launch: the job stopped on a preemption request after saving its checkpoint "
                        "(status {}); run it again to resume\n",
@@ -327,7 +330,9 @@ std::string shell_join(const std::vector<std::string>& argv) {
 
 int exec_rank(const std::vector<std::string>& argv) {
   // A SIGTERM sent to this rank, or the SIGUSR2 that mpirun passes on from `accel launch`, reaches the
-  // program as a SIGTERM (Accelerator::should_stop).
+  // program as a SIGTERM (Accelerator::should_stop). SIGUSR2 comes twice (from the launcher and, later,
+  // through mpirun): one that comes once the program has ended is ignored, not a kill of this wrapper.
+  std::signal(SIGUSR2, SIG_IGN);
   const int status = run_command(argv, {{SIGTERM, SIGTERM}, {SIGUSR2, SIGTERM}});
   if (status != 0) {
     const ProcessState state = ProcessState::from_environment();
