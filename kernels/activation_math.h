@@ -3,8 +3,8 @@
 // derivatives within about 2e-7 relative (see tests/kernels/test_activation_math.cpp); libm's tanhf
 // is 2 ulp here and 1 - tanh^2 from a rounded tanh loses most of its digits where tanh saturates.
 // tanh, GELU and both derivatives are piecewise polynomials (kernels/activation_tables.h), whose
-// AVX-512 forms (tensor/cpu/activation_avx512.h) give these functions' bits; GELU below x = -6 is
-// x e^(2u), and its AVX2 loop takes the exp-based gelu_exp_f32.
+// AVX-512 and AVX2 forms (tensor/cpu/activation_avx512.h, activation_avx2.h) give these functions'
+// bits; GELU below x = -6 is x e^(2u).
 // All arithmetic (no libm call); it needs hardware fma to be fast.
 #pragma once
 
@@ -104,8 +104,8 @@ ACCEL_HD_INLINE Sigmoid2u sigmoid_2u(float xc) {
 }  // namespace gelu_detail
 
 // GELU in its tanh form, 0.5 x (1 + tanh(u)) = x / (1 + e^(-2u)), within 1.1 ulp where the result
-// is at least 1e-36 in magnitude (below x = -10 it flushes to -0), from exp: the AVX2 loop's form,
-// as a table lookup per lane costs a gather there. The division is carried with its residual: no
+// is at least 1e-36 in magnitude (below x = -10 it flushes to -0), from exp: no op takes it since the
+// AVX2 table forms; test_activation_math measures it. The division is carried with its residual: no
 // cancellation anywhere, unlike 1 + tanh(u) for negative x.
 ACCEL_HD_INLINE float gelu_exp_f32(float x) {
   using namespace gelu_detail;

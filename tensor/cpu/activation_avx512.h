@@ -1,8 +1,8 @@
 // AVX-512 forms of the f32 tanh, GELU and their derivatives of kernels/activation_math.h for the CPU
 // loops: the same operations lane for lane, so they give the scalar function's bits (tests/tensor/
 // test_activation_avx512.cpp), with the 32-entry coefficient tables held in registers and looked up
-// with one vpermt2ps each. Without AVX-512 the loops in vec_math.h call the scalar function (or, for
-// GELU, the AVX2 exp form).
+// with one vpermt2ps each. Without AVX-512 the loops in vec_math.h take the AVX2 forms of
+// tensor/cpu/activation_avx2.h, which give the same bits.
 #pragma once
 
 #include <cstdint>
@@ -95,24 +95,12 @@ inline __m512 tanh_grad16(const Piecewise<6>& pw, __m512 x) {
   return pw.eval(interval(_mm512_add_ps(_mm512_set1_ps(1.0f), a)), a);
 }
 
-// gelu_table_detail::far_left on 8 lanes, with the AVX2 double-float helpers.
-inline __m256 gelu_far_left8(__m256 x) {
-  using namespace gelu_detail;
-  using gelu_table_detail::kFarLeftShift, gelu_table_detail::kFarLeftUnscale;
-  const __m256 neg_sat = avx2::splat(-kSaturation);
-  const __m256 xc = avx2::select_less(x, neg_sat, neg_sat, x);
-  const avx2::Float2x8 u = avx2::odd_cubic(xc, kK, kKC);
-  const avx2::Float2x8 e = avx2::exp_split(_mm256_add_ps(u.hi, u.hi), _mm256_add_ps(u.lo, u.lo), kFarLeftShift);
-  const __m256 out = _mm256_mul_ps(_mm256_fmadd_ps(x, e.hi, _mm256_mul_ps(x, e.lo)), avx2::splat(kFarLeftUnscale));
-  return avx2::select_less(x, neg_sat, avx2::splat(-0.0f), out);
-}
-
-// y with the lanes of x below kGeluLow (set in low) replaced by far_left's, in halves of 8: only the
-// halves holding such a lane, rare in activations (one lane in 700 of N(0, 2)).
+// y with the lanes of x below kGeluLow (set in low) replaced by far_left's (avx2::gelu_far_left8), in
+// halves of 8: only the halves holding such a lane, rare in activations (one lane in 700 of N(0, 2)).
 inline __m512 blend_far_left(__mmask16 low, __m512 x, __m512 y) {
   __m256 y_lo = _mm512_castps512_ps256(y), y_hi = _mm512_extractf32x8_ps(y, 1);
-  if (low & 0xff) y_lo = _mm256_mask_blend_ps(__mmask8(low), y_lo, gelu_far_left8(_mm512_castps512_ps256(x)));
-  if (low >> 8) y_hi = _mm256_mask_blend_ps(__mmask8(low >> 8), y_hi, gelu_far_left8(_mm512_extractf32x8_ps(x, 1)));
+  if (low & 0xff) y_lo = _mm256_mask_blend_ps(__mmask8(low), y_lo, avx2::gelu_far_left8(_mm512_castps512_ps256(x)));
+  if (low >> 8) y_hi = _mm256_mask_blend_ps(__mmask8(low >> 8), y_hi, avx2::gelu_far_left8(_mm512_extractf32x8_ps(x, 1)));
   return _mm512_insertf32x8(_mm512_zextps256_ps512(y_lo), y_hi, 1);
 }
 

@@ -1,8 +1,8 @@
 // Vectorised exp/tanh/gelu for the CPU loops over contiguous f32/f64 runs. f32 tanh, gelu and their
-// grads take the AVX-512 forms of tensor/cpu/activation_avx512.h where the target has them (f32 gelu
-// the AVX2 exp form without AVX-512), else the scalar functions of kernels/activation_math.h; the rest
-// are Eigen array maps, whose packet math evaluates exp 8 (or 4) lanes at a
-// time where libm's expf is a scalar call that stops a loop from vectorising.
+// grads take the AVX-512 forms of tensor/cpu/activation_avx512.h where the target has them, else the
+// AVX2 forms of tensor/cpu/activation_avx2.h (the same bits), else the scalar functions of
+// kernels/activation_math.h; the rest are Eigen array maps, whose packet math evaluates exp 8 (or 4)
+// lanes at a time where libm's expf is a scalar call that stops a loop from vectorising.
 #pragma once
 
 #include <Eigen/Core>
@@ -33,6 +33,8 @@ void unary_vector(const C* in, C* out, int64_t n) {
   if constexpr (std::is_same_v<C, float> && Op == UnaryOp::tanh) {
 #if defined(ACCEL_HAVE_ACTIVATION_AVX512)
     avx512::tanh_f32(in, out, n);
+#elif defined(ACCEL_HAVE_ACTIVATION_AVX2)
+    avx2::tanh_f32(in, out, n);
 #else
     for (int64_t i = 0; i < n; ++i) out[i] = tanh_f32(in[i]);
 #endif
@@ -40,7 +42,7 @@ void unary_vector(const C* in, C* out, int64_t n) {
 #if defined(ACCEL_HAVE_ACTIVATION_AVX512)
     avx512::gelu_f32(in, out, n);
 #elif defined(ACCEL_HAVE_ACTIVATION_AVX2)
-    avx2::gelu_exp_f32(in, out, n);
+    avx2::gelu_f32(in, out, n);
 #else
     for (int64_t i = 0; i < n; ++i) out[i] = gelu_f32(in[i]);
 #endif
@@ -69,6 +71,11 @@ void tanh_backward_vector(const C* grad, const C* x, C* out, int64_t n) {
     avx512::tanh_backward_f32(grad, x, out, n);
     return;
   }
+#elif defined(ACCEL_HAVE_ACTIVATION_AVX2)
+  if constexpr (std::is_same_v<C, float>) {
+    avx2::tanh_backward_f32(grad, x, out, n);
+    return;
+  }
 #endif
   for (int64_t i = 0; i < n; ++i) out[i] = grad[i] * tanh_grad(x[i]);  // tanh_grad inlines: this vectorises
 }
@@ -79,6 +86,8 @@ void gelu_backward_vector(const C* grad, const C* x_in, C* out, int64_t n) {
   if constexpr (std::is_same_v<C, float>) {
 #if defined(ACCEL_HAVE_ACTIVATION_AVX512)
     avx512::gelu_backward_f32(grad, x_in, out, n);
+#elif defined(ACCEL_HAVE_ACTIVATION_AVX2)
+    avx2::gelu_backward_f32(grad, x_in, out, n);
 #else
     for (int64_t i = 0; i < n; ++i) out[i] = grad[i] * gelu_grad_f32(x_in[i]);
 #endif

@@ -1,41 +1,58 @@
-// The AVX2 GELU forward of tensor/cpu/activation_avx2.h gives the bits of the scalar gelu_exp_f32 of
-// kernels/activation_math.h (the accuracy tests measure it), over every 61st float bit pattern of
-// both signs plus the special values and the clamp edges, in a run whose length leaves a scalar tail.
-// tests/tensor/test_activation_avx512.cpp checks the f32 gelu op on whichever form it takes.
+// The AVX2 tanh, gelu and their grads' loops of tensor/cpu/activation_avx2.h give the bits of the
+// scalar functions of kernels/activation_math.h, as the AVX-512 loops do, over the sweep that
+// tests/tensor/test_activation_avx512.cpp uses (every 61st float bit pattern of both signs, the
+// special values, both sides of every interval and cell edge), in a run whose length leaves one
+// vector after the pairs and a scalar tail. That file checks the ops on whichever form they take.
 #include <doctest/doctest.h>
 
-#include <limits>
 #include <vector>
 
 #include "kernels/activation_math.h"
 #include "tensor/cpu/activation_avx2.h"
+#include "tests/tensor/activation_edges.h"
 #include "tests/tensor/float_sweep.h"
 
 using namespace accel;
 
 #if defined(ACCEL_HAVE_ACTIVATION_AVX2)
 
-namespace {
-
-// Floats a few ulps either side of the places gelu_exp_f32 clamps or saturates, zero, and the specials.
-std::vector<float> gelu_edges() {
-  return test::around_points({0.0f, 1.0f, gelu_detail::kSaturation, 3.0f, 5.5f, std::numeric_limits<float>::min(),
-                              std::numeric_limits<float>::denorm_min(), std::numeric_limits<float>::max()});
-}
-
-}  // namespace
-
-TEST_CASE("AVX2 gelu computes the scalar function's bits") {
-  std::vector<float> xs = test::bit_pattern_sweep();
-  const std::vector<float> edges = gelu_edges();
-  xs.insert(xs.end(), edges.begin(), edges.end());
-  while (xs.size() % 8 != 5) xs.push_back(1.0f);  // the last 5 take the scalar tail
-  std::vector<float> got(xs.size());
-  cpu::avx2::gelu_exp_f32(xs.data(), got.data(), static_cast<int64_t>(xs.size()));
+TEST_CASE("AVX2 tanh, gelu and their grads compute the scalar functions' bits") {
+  const std::vector<float> xs = test::vector_form_sweep(16, 13);  // pairs of 8, then one, then 5 scalar
+  const int64_t n = static_cast<int64_t>(xs.size());
+  std::vector<float> got(xs.size()), ones(xs.size(), 1.0f);
   float first = 0;
-  const size_t bad = test::count_mismatches(xs, got, [](float x) { return gelu_exp_f32(x); }, first);
+  cpu::avx2::tanh_f32(xs.data(), got.data(), n);
+  size_t bad = test::count_mismatches(xs, got, [](float x) { return tanh_f32(x); }, first);
+  INFO("tanh: ", bad, " mismatches, first at x = ", first);
+  CHECK(bad == 0);
+  cpu::avx2::gelu_f32(xs.data(), got.data(), n);
+  bad = test::count_mismatches(xs, got, [](float x) { return gelu_f32(x); }, first);
   INFO("gelu: ", bad, " mismatches, first at x = ", first);
   CHECK(bad == 0);
+  cpu::avx2::tanh_backward_f32(ones.data(), xs.data(), got.data(), n);
+  bad = test::count_mismatches(xs, got, [](float x) { return tanh_grad_f32(x); }, first);
+  INFO("tanh grad: ", bad, " mismatches, first at x = ", first);
+  CHECK(bad == 0);
+  cpu::avx2::gelu_backward_f32(ones.data(), xs.data(), got.data(), n);
+  bad = test::count_mismatches(xs, got, [](float x) { return gelu_grad_f32(x); }, first);
+  INFO("gelu grad: ", bad, " mismatches, first at x = ", first);
+  CHECK(bad == 0);
+}
+
+TEST_CASE("the AVX2 backward loops multiply by the upstream grad, tail included") {
+  // grad = 3 x and x over the edges: out must be grad * f(x) in f32, lane for lane.
+  const std::vector<float> xs = test::activation_edges();
+  std::vector<float> grad(xs.size()), got(xs.size());
+  for (size_t i = 0; i < xs.size(); ++i) grad[i] = 3.0f * xs[i];
+  const int64_t n = static_cast<int64_t>(xs.size());
+  float first = 0;
+  std::vector<float> want(xs.size());
+  cpu::avx2::tanh_backward_f32(grad.data(), xs.data(), got.data(), n);
+  for (size_t i = 0; i < xs.size(); ++i) want[i] = grad[i] * tanh_grad_f32(xs[i]);
+  CHECK(test::count_mismatches(want, got, [](float w) { return w; }, first) == 0);
+  cpu::avx2::gelu_backward_f32(grad.data(), xs.data(), got.data(), n);
+  for (size_t i = 0; i < xs.size(); ++i) want[i] = grad[i] * gelu_grad_f32(xs[i]);
+  CHECK(test::count_mismatches(want, got, [](float w) { return w; }, first) == 0);
 }
 
 #endif
