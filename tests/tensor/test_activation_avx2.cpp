@@ -21,22 +21,31 @@ TEST_CASE("AVX2 tanh, gelu and their grads compute the scalar functions' bits") 
   const int64_t n = static_cast<int64_t>(xs.size());
   std::vector<float> got(xs.size()), ones(xs.size(), 1.0f);
   float first = 0;
-  cpu::avx2::tanh_f32(xs.data(), got.data(), n);
-  size_t bad = test::count_mismatches(xs, got, [](float x) { return tanh_f32(x); }, first);
-  INFO("tanh: ", bad, " mismatches, first at x = ", first);
-  CHECK(bad == 0);
-  cpu::avx2::gelu_f32(xs.data(), got.data(), n);
-  bad = test::count_mismatches(xs, got, [](float x) { return gelu_f32(x); }, first);
-  INFO("gelu: ", bad, " mismatches, first at x = ", first);
-  CHECK(bad == 0);
-  cpu::avx2::tanh_backward_f32(ones.data(), xs.data(), got.data(), n);
-  bad = test::count_mismatches(xs, got, [](float x) { return tanh_grad_f32(x); }, first);
-  INFO("tanh grad: ", bad, " mismatches, first at x = ", first);
-  CHECK(bad == 0);
-  cpu::avx2::gelu_backward_f32(ones.data(), xs.data(), got.data(), n);
-  bad = test::count_mismatches(xs, got, [](float x) { return gelu_grad_f32(x); }, first);
-  INFO("gelu grad: ", bad, " mismatches, first at x = ", first);
-  CHECK(bad == 0);
+  // INFO captures by reference: a scope per check, so that each failure names its own function
+  {
+    cpu::avx2::tanh_f32(xs.data(), got.data(), n);
+    const size_t bad = test::count_mismatches(xs, got, [](float x) { return tanh_f32(x); }, first);
+    INFO("tanh: ", bad, " mismatches, first at x = ", first);
+    CHECK(bad == 0);
+  }
+  {
+    cpu::avx2::gelu_f32(xs.data(), got.data(), n);
+    const size_t bad = test::count_mismatches(xs, got, [](float x) { return gelu_f32(x); }, first);
+    INFO("gelu: ", bad, " mismatches, first at x = ", first);
+    CHECK(bad == 0);
+  }
+  {
+    cpu::avx2::tanh_backward_f32(ones.data(), xs.data(), got.data(), n);
+    const size_t bad = test::count_mismatches(xs, got, [](float x) { return tanh_grad_f32(x); }, first);
+    INFO("tanh grad: ", bad, " mismatches, first at x = ", first);
+    CHECK(bad == 0);
+  }
+  {
+    cpu::avx2::gelu_backward_f32(ones.data(), xs.data(), got.data(), n);
+    const size_t bad = test::count_mismatches(xs, got, [](float x) { return gelu_grad_f32(x); }, first);
+    INFO("gelu grad: ", bad, " mismatches, first at x = ", first);
+    CHECK(bad == 0);
+  }
 }
 
 TEST_CASE("the AVX2 backward loops multiply by the upstream grad, tail included") {

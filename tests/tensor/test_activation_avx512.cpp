@@ -23,22 +23,31 @@ TEST_CASE("AVX-512 tanh, gelu and their grads compute the scalar functions' bits
   REQUIRE(xs.size() % 32 > 16);
   std::vector<float> got(xs.size()), ones(xs.size(), 1.0f);
   float first = 0;
-  cpu::avx512::tanh_f32(xs.data(), got.data(), static_cast<int64_t>(xs.size()));
-  size_t bad = test::count_mismatches(xs, got, [](float x) { return tanh_f32(x); }, first);
-  INFO("tanh: ", bad, " mismatches, first at x = ", first);
-  CHECK(bad == 0);
-  cpu::avx512::gelu_f32(xs.data(), got.data(), static_cast<int64_t>(xs.size()));
-  bad = test::count_mismatches(xs, got, [](float x) { return gelu_f32(x); }, first);
-  INFO("gelu: ", bad, " mismatches, first at x = ", first);
-  CHECK(bad == 0);
-  cpu::avx512::tanh_backward_f32(ones.data(), xs.data(), got.data(), static_cast<int64_t>(xs.size()));
-  bad = test::count_mismatches(xs, got, [](float x) { return tanh_grad_f32(x); }, first);
-  INFO("tanh grad: ", bad, " mismatches, first at x = ", first);
-  CHECK(bad == 0);
-  cpu::avx512::gelu_backward_f32(ones.data(), xs.data(), got.data(), static_cast<int64_t>(xs.size()));
-  bad = test::count_mismatches(xs, got, [](float x) { return gelu_grad_f32(x); }, first);
-  INFO("gelu grad: ", bad, " mismatches, first at x = ", first);
-  CHECK(bad == 0);
+  // INFO captures by reference: a scope per check, so that each failure names its own function
+  {
+    cpu::avx512::tanh_f32(xs.data(), got.data(), static_cast<int64_t>(xs.size()));
+    const size_t bad = test::count_mismatches(xs, got, [](float x) { return tanh_f32(x); }, first);
+    INFO("tanh: ", bad, " mismatches, first at x = ", first);
+    CHECK(bad == 0);
+  }
+  {
+    cpu::avx512::gelu_f32(xs.data(), got.data(), static_cast<int64_t>(xs.size()));
+    const size_t bad = test::count_mismatches(xs, got, [](float x) { return gelu_f32(x); }, first);
+    INFO("gelu: ", bad, " mismatches, first at x = ", first);
+    CHECK(bad == 0);
+  }
+  {
+    cpu::avx512::tanh_backward_f32(ones.data(), xs.data(), got.data(), static_cast<int64_t>(xs.size()));
+    const size_t bad = test::count_mismatches(xs, got, [](float x) { return tanh_grad_f32(x); }, first);
+    INFO("tanh grad: ", bad, " mismatches, first at x = ", first);
+    CHECK(bad == 0);
+  }
+  {
+    cpu::avx512::gelu_backward_f32(ones.data(), xs.data(), got.data(), static_cast<int64_t>(xs.size()));
+    const size_t bad = test::count_mismatches(xs, got, [](float x) { return gelu_grad_f32(x); }, first);
+    INFO("gelu grad: ", bad, " mismatches, first at x = ", first);
+    CHECK(bad == 0);
+  }
 }
 
 #endif
