@@ -84,8 +84,8 @@ inline __m256 gelu_far_left8(__m256 x) {
 
 // The tables of one piecewise polynomial of kernels/activation_tables.h cell by cell: row j holds
 // entry j of each table in turn, zero-padded to N floats (a power of two), so that a lane's
-// coefficients are a few 16-byte loads. Four register tables and vpermps on each with two blends
-// (7 shuffle-port uops a table) ran 1.3x slower here and _mm256_i32gather_ps 3x.
+// coefficients are a few 16-byte loads. Four register tables and vpermps on each with two blendv
+// levels ran GELU 1.35x slower on a Zen 4 EPYC's AVX2 build (bench/README.md), vgatherdps 3.1x.
 template <int N>
 struct CellRows {
   alignas(64) float v[32][N];
