@@ -35,6 +35,16 @@ wait_for_line() {  # PATTERN SECONDS
   done
 }
 since() { awk -v a="$1" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.1f", b - a }'; }  # seconds since $1
+# Waits for the job to end, failing with MESSAGE after SECONDS; returns the job's status.
+job_status_within() {  # SECONDS MESSAGE
+  local t=0
+  while kill -0 "$job" 2>/dev/null; do
+    sleep 0.2
+    t=$((t + 1))
+    [ "$t" -le $(($1 * 5)) ] || fail "$2"
+  done
+  wait "$job"
+}
 
 # stop TARGET: starts a long run (resumed if a checkpoint exists), signals TARGET a second after the
 # first step line, and checks the stop. Prints the step saved.
@@ -58,13 +68,7 @@ stop() {
   local signalled late
   signalled=$EPOCHREALTIME
   late="the SIGTERM went to the $1 (pid $target) $(since "$seen") s after the first step line"
-  local t=0
-  while kill -0 "$job" 2>/dev/null; do
-    sleep 0.2
-    t=$((t + 1))
-    [ "$t" -le 150 ] || fail "the job still runs 30 s after a SIGTERM to the $1; $late"
-  done
-  wait "$job"
+  job_status_within 30 "the job still runs 30 s after a SIGTERM to the $1; $late"
   local status=$?
   local took
   took=$(since "$signalled")
@@ -111,13 +115,7 @@ job=$!
 wait_for_line "^step .* loss" 60
 kill -TERM "$job"
 signalled=$EPOCHREALTIME
-t=0
-while kill -0 "$job" 2>/dev/null; do
-  sleep 0.2
-  t=$((t + 1))
-  [ "$t" -le 50 ] || fail "10 s after a SIGTERM to accel launch under an mpirun that passes nothing on, the job still runs"
-done
-wait "$job"
+job_status_within 10 "10 s after a SIGTERM to accel launch under an mpirun that passes nothing on, the job still runs"
 status=$?
 [ "$status" = 75 ] || fail "under an mpirun that passes nothing on, the job exited with $status, not 75"
 grep -q "preemption request (SIGTERM) reached rank 0" "$dir/log" || fail "no line about the preemption request"
