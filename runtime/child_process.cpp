@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <csignal>
 #include <cstring>
 #include <ctime>
@@ -55,7 +56,6 @@ class Forwarding {
       g_sent_for[f.received] = f.sent;
       g_to_grandchildren[f.received] = f.to_grandchildren ? 1 : 0;
       g_grandchildren_pending[f.received] = 0;
-      to_grandchildren_ = to_grandchildren_ || f.to_grandchildren;
       struct sigaction action {};
       action.sa_handler = forward_signal;
       sigemptyset(&action.sa_mask);
@@ -72,11 +72,12 @@ class Forwarding {
     }
   }
   const sigset_t& mask() const { return mask_; }
-  bool to_grandchildren() const { return to_grandchildren_; }
+  bool to_grandchildren() const {
+    return std::any_of(forwards_.begin(), forwards_.end(), [](const SignalForward& f) { return f.to_grandchildren; });
+  }
 
  private:
   std::vector<SignalForward> forwards_;
-  bool to_grandchildren_ = false;
   std::vector<struct sigaction> previous_;
   sigset_t mask_ = empty_set();
 
