@@ -2,6 +2,8 @@
 #include "collective/work_queue.h"
 
 #include <exception>
+#include <optional>
+#include <string>
 
 namespace accel {
 
@@ -73,13 +75,21 @@ WorkQueue::Task WorkQueue::take_front() {
 }
 
 void WorkQueue::run_taken(Task& task) {
+  std::optional<std::string> error;
   try {
     task.run();
-    task.state->complete();
   } catch (const std::exception& e) {
-    task.state->fail(e.what());
+    error = e.what();
   } catch (...) {
-    task.state->fail("WorkQueue: a task threw something that is not a std::exception");
+    error = "WorkQueue: a task threw something that is not a std::exception";
+  }
+  // The task's captures (a collective's tensors) go before its Work completes: a caller whose wait()
+  // has returned must find their memory freed, or the allocators' counts depend on which thread won.
+  task.run = nullptr;
+  if (error) {
+    task.state->fail(*error);
+  } else {
+    task.state->complete();
   }
   std::lock_guard lock(mutex_);
   running_ = false;

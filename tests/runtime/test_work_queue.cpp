@@ -3,7 +3,10 @@
 #include <doctest/doctest.h>
 
 #include <atomic>
+#include <chrono>
+#include <memory>
 #include <stdexcept>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -54,4 +57,44 @@ TEST_CASE("WorkQueue: a task's exception is the Work's error, on the thread and 
   int ran = 0;
   queue.submit([&] { ++ran; }).wait();  // the queue goes on after a failed task
   CHECK(ran == 1);
+}
+
+TEST_CASE("WorkQueue: a task's captures are gone when wait() returns, whichever thread ran it") {
+  // A collective's task holds its tensors; if the thread dropped them after completing the Work, a
+  // caller that just waited would still count their bytes. The capture's destructor is slow on
+  // purpose, so that a late release is seen every time rather than now and then.
+  struct SlowRelease {
+    std::atomic<bool>* released;
+    explicit SlowRelease(std::atomic<bool>* r) : released(r) {}
+    SlowRelease(const SlowRelease&) = delete;
+    ~SlowRelease() {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      released->store(true);
+    }
+  };
+  for (bool failing : {false, true}) {
+    const std::string kind = failing ? "a task that throws" : "a task that returns";
+    INFO(kind);
+    WorkQueue queue;
+    std::atomic<bool> started{false}, go{false}, released{false};
+    // The first task holds the thread, so the second is not next when the caller waits for it: the
+    // caller cannot run it itself, and the thread does.
+    Work blocker = queue.submit([&] {
+      started.store(true);
+      while (!go.load()) std::this_thread::yield();
+    });
+    while (!started.load()) std::this_thread::yield();
+    auto capture = std::make_shared<SlowRelease>(&released);
+    Work work = queue.submit([capture = std::move(capture), failing] {
+      if (failing) throw std::runtime_error("rank 1 sent 3 elements, expected 4");
+    });
+    go.store(true);
+    if (failing) {
+      CHECK_THROWS_AS(work.wait(), Error);
+    } else {
+      work.wait();
+    }
+    CHECK(released.load());
+    blocker.wait();
+  }
 }
