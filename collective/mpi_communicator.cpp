@@ -25,6 +25,7 @@
 #include <limits>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -339,8 +340,14 @@ class MpiCommunicator::Engine {
       // Started in submission order, which is what keeps collectives matched across ranks.
       for (Op& op : fresh) {
         const int rc = op.start(&op.request);
-        if (rc != MPI_SUCCESS) op.state->fail(failure(op.name, op.call, rc));
-        else in_flight.push_back(std::move(op));
+        if (rc == MPI_SUCCESS) {
+          in_flight.push_back(std::move(op));
+        } else {
+          const std::shared_ptr<WorkState> state = std::move(op.state);
+          const std::string error = failure(op.name, op.call, rc);
+          op = Op{};
+          settle(*state, error);
+        }
       }
       const bool finished_some = poll(in_flight);
       // Nothing finished: give the core to the rank's other threads before asking again. Ranks often
@@ -350,6 +357,13 @@ class MpiCommunicator::Engine {
       if (idle_polls > kSpinPolls) std::this_thread::sleep_for(kBackoff);
       else if (idle_polls > 0) std::this_thread::yield();
     }
+  }
+
+  // Completes an operation's Work, or fails it with error. Called once the operation's buffers (its
+  // keep, its staging) are dropped, so a caller whose wait() returned finds their memory freed.
+  static void settle(WorkState& state, const std::optional<std::string>& error) {
+    if (error) state.fail(*error);
+    else state.complete();
   }
 
   // Tests every request once; finishes and drops the completed ones. True if any completed.
@@ -364,17 +378,19 @@ class MpiCommunicator::Engine {
         ++i;
         continue;
       }
+      std::optional<std::string> error;
       if (rc != MPI_SUCCESS) {
-        op.state->fail(failure(op.name, op.call, rc));
+        error = failure(op.name, op.call, rc);
       } else {
         try {
           if (op.finish) op.finish(status);
-          op.state->complete();
         } catch (const std::exception& e) {
-          op.state->fail(e.what());
+          error = e.what();
         }
       }
+      const std::shared_ptr<WorkState> state = std::move(op.state);
       in_flight.erase(in_flight.begin() + static_cast<std::ptrdiff_t>(i));
+      settle(*state, error);
       any = true;
     }
     return any;
