@@ -78,43 +78,7 @@ constexpr Float2 kK = split_constant(kSqrt2OverPi), kKC = split_constant(kSqrt2O
 // 1 - 1e-38 or less than 1e-38, and 2|u| <= 87.3 keeps exp(-2u) inside exp_split's domain.
 constexpr float kSaturation = 10.0f;
 
-// The pieces of sigma(2u) = 1 / D with D = 1 + E, E = exp(-2u), for x clamped to +-kSaturation: E
-// and D as double-floats and 1 / D rounded. u is carried in double-float: e^(-2u) multiplies any
-// relative error of u by 2|u|, up to 87 here, so an f32 u would cost up to 200 ulp for negative x.
-struct Sigmoid2u {
-  Float2 E, D;
-  float rd;
-};
-
-ACCEL_HD_INLINE float clamp_input(float x) {  // NaN passes
-  const float hi = kSaturation < x ? kSaturation : x;
-  return -kSaturation > hi ? -kSaturation : hi;
-}
-
-ACCEL_HD_INLINE Sigmoid2u sigmoid_2u(float xc) {
-  const Float2 u = odd_cubic(xc, kK, kKC);
-  Sigmoid2u s;
-  s.E = exp_split(-2.0f * u.hi, -2.0f * u.lo);
-  s.D = two_sum(1.0f, s.E.hi);
-  s.D.lo += s.E.lo;
-  s.rd = 1.0f / s.D.hi;
-  return s;
-}
-
 }  // namespace gelu_detail
-
-// GELU in its tanh form, 0.5 x (1 + tanh(u)) = x / (1 + e^(-2u)), within 1.1 ulp where the result
-// is at least 1e-36 in magnitude (below x = -10 it flushes to -0), from exp: no op takes it since the
-// AVX2 table forms; test_activation_math measures it. The division is carried with its residual: no
-// cancellation anywhere, unlike 1 + tanh(u) for negative x.
-ACCEL_HD_INLINE float gelu_exp_f32(float x) {
-  using namespace gelu_detail;
-  const Sigmoid2u s = sigmoid_2u(clamp_input(x));
-  const float q = x * s.rd;
-  const float q_res = fmaf(-q, s.D.hi, x) - q * s.D.lo;  // x - q D
-  const float out = fmaf(q_res, s.rd, q);
-  return kSaturation < x ? x : (x < -kSaturation ? -0.0f : out);  // +inf included
-}
 
 namespace gelu_table_detail {
 
@@ -124,7 +88,8 @@ using namespace activation_tables;
 // differs from it by less than 2^-36 relative; so no division. e^(2u) is taken times 2^64 (exactly)
 // and the result scaled back: e^(2u) reaches 1e-38 at x = -10, where its low part, and x times it,
 // would be subnormals, which cost a microcode assist each (9x slower over all-negative input). Below
-// -10 it flushes to -0, as gelu_exp_f32 does; NaN never comes here.
+// -10 it flushes to -0; NaN never comes here. u is carried in double-float: e^(2u) multiplies any
+// relative error of u by 2|u|, up to 87 here.
 inline constexpr uint32_t kFarLeftShift = 64;
 inline constexpr float kFarLeftUnscale = 0x1p-64f;  // 2^-kFarLeftShift
 
