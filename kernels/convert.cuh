@@ -5,7 +5,8 @@
 // even exactly as kernels/half.h does for every non-NaN input (subnormals, overflow to inf and ties
 // included); a NaN stays a NaN, but the hardware writes the canonical NaN (0x7fff) where half.h
 // keeps the sign and payload. bf16 -> f32 is the same 16-bit shift as in half.h. The fp8 formats use
-// kernels/float8.h's own conversions on the device too, so CPU and GPU casts agree bit for bit.
+// kernels/float8.h's own conversions on the device too, so CPU and GPU casts agree bit for bit, and
+// floats go to integers through kernels/float_to_int.h on both.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -15,6 +16,7 @@
 #include <type_traits>
 
 #include "kernels/dtype.h"
+#include "kernels/float_to_int.h"
 
 namespace accel::kernels {
 
@@ -37,6 +39,8 @@ __device__ __forceinline__ T store(C c) {
   else if constexpr (std::is_same_v<T, BFloat16>)
     return BFloat16::from_bits(__bfloat16_as_ushort(__float2bfloat16_rn(static_cast<float>(c))));
   else if constexpr (is_half_v<T>) return T(static_cast<float>(c));
+  else if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool> && std::is_floating_point_v<C>)
+    return float_to_int<T>(c);
   else return static_cast<T>(c);
 }
 
@@ -59,7 +63,7 @@ __device__ __forceinline__ To convert(From v) {
     if constexpr (std::is_same_v<From, double>) return store<To>(double_to_float_round_odd(v));
     else return store<To>(static_cast<float>(load(v)));
   } else {
-    return static_cast<To>(load(v));
+    return store<To>(load(v));
   }
 }
 

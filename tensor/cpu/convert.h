@@ -1,11 +1,13 @@
 // Value conversion between storage types on the CPU, rounding to nearest even into f16/bf16/f8
-// (from f64 without double rounding; f8 saturates to its finite range).
+// (from f64 without double rounding; f8 saturates to its finite range), and from floats to integers
+// toward zero, saturating, NaN to 0 (kernels/float_to_int.h).
 #pragma once
 
 #include <cmath>
 #include <cstdint>
 #include <type_traits>
 
+#include "kernels/float_to_int.h"
 #include "tensor/dtype.h"
 
 namespace accel::cpu {
@@ -45,6 +47,8 @@ inline To convert(From v) {
   } else if constexpr (is_half_v<To>) {
     if constexpr (std::is_same_v<From, double>) return To(double_to_float_round_odd(v));
     else return To(static_cast<float>(load(v)));
+  } else if constexpr (std::is_integral_v<To> && std::is_floating_point_v<compute_t<From>>) {
+    return float_to_int<To>(load(v));
   } else {
     return static_cast<To>(load(v));
   }
