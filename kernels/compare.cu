@@ -2,7 +2,7 @@
 #include <type_traits>
 
 #include "kernels/convert.cuh"
-#include "kernels/dispatch.cuh"
+#include "kernels/op_dispatch.h"
 #include "kernels/elementwise.h"
 #include "kernels/map.cuh"
 

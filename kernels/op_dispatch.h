@@ -1,10 +1,10 @@
-// Turns the runtime op enums into template arguments inside the kernel launchers, so each op's
-// math inlines into its own kernel.
+// Turns the runtime op enums into template arguments inside the CPU loops and the CUDA kernel
+// launchers, so each op's math inlines into its own loop or kernel.
 #pragma once
 
 #include "kernels/elementwise_math.h"
 
-namespace accel::kernels {
+namespace accel {
 
 template <class F>
 void with_op(BinaryOp op, F&& f) {
@@ -46,4 +46,4 @@ void with_op(CompareOp op, F&& f) {
   }
 }
 
-}  // namespace accel::kernels
+}  // namespace accel
