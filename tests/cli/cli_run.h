@@ -1,5 +1,5 @@
 // Running the accel executable from the CLI tests: a command under `timeout` with the ACCEL_* settings
-// cleared, its status and output, a temporary directory, and the line helpers the checks use.
+// cleared, its status and output, and the line helpers the checks use (TempDir is tests/temp_dir.h's).
 #pragma once
 
 #include <doctest/doctest.h>
@@ -12,14 +12,17 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 #include <string>
 #include <vector>
+
+#include "../temp_dir.h"
+#include "../text_file.h"
 
 namespace cli_test {
 
 namespace fs = std::filesystem;
+using test::lines_of;
+using test::TempDir;
 
 struct Run {
   int status = -1;  // the command's exit status (124 when timeout stopped it)
@@ -46,28 +49,6 @@ inline Run run(const std::string& command, int timeout = 60) {
 }
 
 inline const std::string kAccel = ACCEL_CLI;
-
-// A fresh directory for one test's files, removed with the object.
-struct TempDir {
-  fs::path path;
-  explicit TempDir(const std::string& name)
-      : path(fs::temp_directory_path() / fmt::format("accel-cli-{}-{}", name, getpid())) {
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~TempDir() { fs::remove_all(path); }
-  std::string write(const std::string& file, const std::string& text) const {
-    std::ofstream(path / file) << text;
-    return (path / file).string();
-  }
-};
-
-inline std::vector<std::string> lines_of(const std::string& text) {
-  std::vector<std::string> lines;
-  std::istringstream in(text);
-  for (std::string line; std::getline(in, line);) lines.push_back(line);
-  return lines;
-}
 
 // The lines of text that start with prefix.
 inline std::vector<std::string> lines_starting(const std::string& text, const std::string& prefix) {

@@ -13,10 +13,12 @@
 #include <string>
 #include <vector>
 
+#include "../temp_dir.h"
 #include "accel.h"
 
 using namespace accel;
 namespace fs = std::filesystem;
+using test::TempDir;
 
 #include "run_command.h"
 
@@ -34,13 +36,6 @@ std::string trainer() { return fmt::format("{} {}/train_gpt2", kEnv, ACCEL_EXAMP
 std::string launch(int n, const std::string& extra = "") {
   return fmt::format("{} {} launch -n {} {} {}/train_gpt2", kEnv, ACCEL_CLI, n, extra, ACCEL_EXAMPLES_DIR);
 }
-
-struct TempDir {
-  fs::path path = fs::temp_directory_path() / ("accel_test_train_gpt2_" + std::to_string(getpid()));
-  TempDir() { fs::create_directories(path); }
-  ~TempDir() { fs::remove_all(path); }
-  std::string file(const std::string& name) const { return (path / name).string(); }
-};
 
 // A text with structure a model learns within a few steps: a cycle of `period` ids below `vocab`,
 // with every eighth id random.
@@ -85,7 +80,7 @@ nn::GPTConfig small_config() {
 }  // namespace
 
 TEST_CASE("train_gpt2 --model d12: the loss falls, and 2 ranks under accel launch print 1 rank's losses") {
-  const TempDir dir;
+  const TempDir dir("train_gpt2");
   llmc::write_token_shard(dir.file("train.bin"), patterned_tokens(4096, 512, 37, 1));
   // 64 tokens a step: one process accumulates two micro-batches of 2 x 16, each of 2 ranks takes one.
   const std::string flags = fmt::format("--model d12 --train_data {} --batch_size 2 --seq_len 16 --total_batch_size 64 "
@@ -108,7 +103,7 @@ TEST_CASE("train_gpt2 --model d12: the loss falls, and 2 ranks under accel launc
 }
 
 TEST_CASE("train_gpt2 starts alike from an llm.c file and from safetensors; ZeRO 1-3 and TP=2 match one process") {
-  const TempDir dir;
+  const TempDir dir("train_gpt2");
   Generator gen(3);
   nn::GPT model(small_config(), gen);
   llmc::save_llmc_gpt2(model, dir.file("weights_a"));  // no extension: the trainer reads the content
@@ -142,7 +137,7 @@ TEST_CASE("train_gpt2 starts alike from an llm.c file and from safetensors; ZeRO
 }
 
 TEST_CASE("train_gpt2: validation, samples through a tokenizer, the saved model, a resume, --shuffle, refused flags") {
-  const TempDir dir;
+  const TempDir dir("train_gpt2");
   Generator gen(3);
   nn::GPT model(small_config(), gen);
   llmc::save_llmc_gpt2(model, dir.file("init.bin"));

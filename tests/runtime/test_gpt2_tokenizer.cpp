@@ -9,18 +9,13 @@
 #include <fstream>
 
 #include "accel.h"
+#include "../temp_dir.h"
 
 using namespace accel;
 namespace fs = std::filesystem;
+using test::TempDir;
 
 namespace {
-
-struct TempDir {
-  fs::path path = fs::temp_directory_path() / ("accel_test_gpt2_tokenizer_" + std::to_string(getpid()));
-  TempDir() { fs::create_directories(path); }
-  ~TempDir() { fs::remove_all(path); }
-  std::string file(const std::string& name) const { return (path / name).string(); }
-};
 
 // As train_gpt2.py's write_tokenizer writes it: 256 uint32 little-endian (magic, version, vocab, eot),
 // then a length byte and the bytes of each token.
@@ -52,7 +47,7 @@ const std::vector<std::string> kPieces{"!", "hello", " world", "\n", std::string
 }  // namespace
 
 TEST_CASE("a version 2 tokenizer file decodes ids to their bytes, and the writer's bytes are llm.c's layout") {
-  const TempDir dir;
+  const TempDir dir("gpt2_tokenizer");
   write_bytes(dir.file("tok.bin"), independent_tokenizer(kPieces, 2, 6));
   const llmc::Gpt2Tokenizer t = llmc::read_gpt2_tokenizer(dir.file("tok.bin"));
   CHECK(t.version == 2);
@@ -70,7 +65,7 @@ TEST_CASE("a version 2 tokenizer file decodes ids to their bytes, and the writer
 }
 
 TEST_CASE("a version 1 file has GPT-2's end-of-text id 50256 when its table reaches it") {
-  const TempDir dir;
+  const TempDir dir("gpt2_tokenizer");
   std::vector<std::string> gpt2(50257);
   for (size_t i = 0; i < gpt2.size(); ++i) gpt2[i] = fmt::format("t{}", i);
   write_bytes(dir.file("v1.bin"), independent_tokenizer(gpt2, 1));
@@ -85,7 +80,7 @@ TEST_CASE("a version 1 file has GPT-2's end-of-text id 50256 when its table reac
 }
 
 TEST_CASE("hostile tokenizer files are refused with the file and the field named") {
-  const TempDir dir;
+  const TempDir dir("gpt2_tokenizer");
   const std::string f = dir.file("bad.bin");
   auto refused = [&](std::vector<uint8_t> bytes, const std::string& what) {
     write_bytes(f, bytes);

@@ -11,22 +11,14 @@
 #include "accel.h"
 #include "tensor/nograd/copy.h"
 #include "tensor/nograd/views.h"
+#include "../temp_dir.h"
 
 using namespace accel;
 using namespace accel::nn;
 namespace fs = std::filesystem;
+using test::TempDir;
 
 namespace {
-
-struct TempDir {
-  fs::path path = fs::temp_directory_path() / ("accel_test_gpt2_weights_" + std::to_string(getpid()));
-  TempDir() { fs::create_directories(path); }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-  std::string file(const std::string& name) const { return (path / name).string(); }
-};
 
 void write_text(const std::string& path, const std::string& text) { std::ofstream(path) << text; }
 
@@ -65,7 +57,7 @@ constexpr GPTConfig kTiny{.vocab_size = 11,
 }  // namespace
 
 TEST_CASE("the same weights from an llm.c file and from a transformers file give identical logits") {
-  const TempDir dir;
+  const TempDir dir("gpt2_weights");
   const auto src = random_model(kTiny, 1);
   llmc::save_llmc_gpt2(*src, dir.file("gpt2.bin"));
   fs::create_directories(dir.path / "hf");
@@ -92,7 +84,7 @@ TEST_CASE("the same weights from an llm.c file and from a transformers file give
 }
 
 TEST_CASE("a safetensors file's n_head comes from config.json beside it, or is n_embd / 64 without one") {
-  const TempDir dir;
+  const TempDir dir("gpt2_weights");
   GPTConfig wide = kTiny;
   wide.n_embd = 128;
   const auto src = random_model(wide, 3);
@@ -123,7 +115,7 @@ TEST_CASE("a safetensors file's n_head comes from config.json beside it, or is n
 }
 
 TEST_CASE("a file that is neither format is refused with its name") {
-  const TempDir dir;
+  const TempDir dir("gpt2_weights");
   llmc::write_token_shard(dir.file("train_000.bin"), {1, 2, 3});
   write_text(dir.file("notes.txt"), "GPT-2 weights are elsewhere");
   write_text(dir.file("short"), "{");

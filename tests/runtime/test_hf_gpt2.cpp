@@ -11,22 +11,14 @@
 #include "accel.h"
 #include "tensor/nograd/copy.h"
 #include "tensor/nograd/views.h"
+#include "../temp_dir.h"
 
 using namespace accel;
 using namespace accel::nn;
 namespace fs = std::filesystem;
+using test::TempDir;
 
 namespace {
-
-struct TempDir {
-  fs::path path = fs::temp_directory_path() / ("accel_test_hf_gpt2_" + std::to_string(getpid()));
-  TempDir() { fs::create_directories(path); }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-  std::string file(const std::string& name) const { return (path / name).string(); }
-};
 
 std::vector<float> values(const Tensor& t) {
   return nograd::contiguous(nograd::to_dtype(t, DType::f32)).to_vector<float>();
@@ -139,7 +131,7 @@ NamedTensors replaced(NamedTensors t, const std::string& key, const Tensor& valu
 TEST_CASE(
     "a transformers GPT-2 file written by hand loads with the Conv1D weights transposed, with or without "
     "the transformer. prefix, mask buffers and a tied lm_head") {
-  const TempDir dir;
+  const TempDir dir("hf_gpt2");
   const auto src = random_model(kTiny, 1);
   for (const HandFile& how : {HandFile{"", false, false}, HandFile{"", true, false},
                               HandFile{"transformer.", true, true}, HandFile{"transformer.", false, true}}) {
@@ -155,7 +147,7 @@ TEST_CASE(
 }
 
 TEST_CASE("our transformers file has GPT2Model's keys, shapes and Conv1D layout, format pt, and loads back") {
-  const TempDir dir;
+  const TempDir dir("hf_gpt2");
   const auto src = random_model(kTiny, 3);
   save_hf_gpt2(*src, dir.file("model.safetensors"));
   const SafetensorsContents ours = load_safetensors(dir.file("model.safetensors"));
@@ -184,7 +176,7 @@ TEST_CASE("our transformers file has GPT2Model's keys, shapes and Conv1D layout,
 }
 
 TEST_CASE("an untied model takes the file's lm_head.weight as its head, or wte without one; writing one is refused") {
-  const TempDir dir;
+  const TempDir dir("hf_gpt2");
   GPTConfig untied = kTiny;
   untied.tie_weights = false;
   const auto src = random_model(kTiny, 7);
@@ -205,7 +197,7 @@ TEST_CASE("an untied model takes the file's lm_head.weight as its head, or wte w
 }
 
 TEST_CASE("hostile transformers files are refused naming the file and the key") {
-  const TempDir dir;
+  const TempDir dir("hf_gpt2");
   const auto src = random_model(kTiny, 10);
   const NamedTensors good = hand_hf(*src, {"transformer.", true, true});
   const std::string f = dir.file("bad.safetensors");
@@ -244,7 +236,7 @@ TEST_CASE("hostile transformers files are refused naming the file and the key") 
 }
 
 TEST_CASE("hf_gpt2_config reads the model off the shapes, but for n_head") {
-  const TempDir dir;
+  const TempDir dir("hf_gpt2");
   const auto src = random_model(kTiny, 12);
   save_hf_gpt2(*src, dir.file("model.safetensors"));
   const GPTConfig c = hf_gpt2_config(load_safetensors_header(dir.file("model.safetensors")), "m", 2);

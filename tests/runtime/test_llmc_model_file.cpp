@@ -13,22 +13,14 @@
 #include "accel.h"
 #include "tensor/nograd/copy.h"
 #include "tensor/nograd/views.h"
+#include "../temp_dir.h"
 
 using namespace accel;
 using namespace accel::nn;
 namespace fs = std::filesystem;
+using test::TempDir;
 
 namespace {
-
-struct TempDir {
-  fs::path path = fs::temp_directory_path() / ("accel_test_llmc_model_" + std::to_string(getpid()));
-  TempDir() { fs::create_directories(path); }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-  std::string file(const std::string& name) const { return (path / name).string(); }
-};
 
 void write_bytes(const std::string& path, const std::vector<uint8_t>& bytes) {
   std::ofstream(path, std::ios::binary)
@@ -145,7 +137,7 @@ std::vector<uint8_t> with_header_int(std::vector<uint8_t> bytes, size_t i, int32
 TEST_CASE(
     "llm.c f32 model file: our bytes are write_model's byte for byte, and a hand-written file loads "
     "every parameter bitwise") {
-  const TempDir dir;
+  const TempDir dir("llmc_model");
   const auto src = random_model(kTiny, 1);
   const std::vector<uint8_t> expected = independent_file(*src, false);
   CHECK(expected.size() == 1024 + 4 * 1952);  // wte 16 x 8, wpe 8 x 8, 2 layers of 872, ln_f 2 x 8 floats
@@ -185,7 +177,7 @@ TEST_CASE(
 TEST_CASE(
     "llm.c bf16 model file (version 5): values round to nearest even, byte for byte as by hand; they load "
     "as those bf16 values and write back the same bytes") {
-  const TempDir dir;
+  const TempDir dir("llmc_model");
   const auto src = random_model(kTiny, 3);
   {
     // Ties between two bf16 neighbours: 1 + 2^-8 rounds down to 1, 1 + 3 x 2^-8 up to 1 + 2^-6 (the even one).
@@ -215,7 +207,7 @@ TEST_CASE(
 TEST_CASE(
     "an llm.c file loads into a model of another padding, and into an untied head; an untied model is not "
     "written") {
-  const TempDir dir;
+  const TempDir dir("llmc_model");
   GPTConfig unpadded = kTiny;
   unpadded.padded_vocab_size = 0;
   const auto src = random_model(unpadded, 5);
@@ -248,7 +240,7 @@ TEST_CASE(
 }
 
 TEST_CASE("hostile llm.c model files are refused with the file and the field named") {
-  const TempDir dir;
+  const TempDir dir("llmc_model");
   const auto src = random_model(kTiny, 9);
   const std::vector<uint8_t> good = independent_file(*src, false);
   const std::string f = dir.file("bad.bin");

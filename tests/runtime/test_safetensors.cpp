@@ -13,9 +13,11 @@
 
 #include "accel.h"
 #include "tensor/nograd/views.h"
+#include "../temp_dir.h"
 
 using namespace accel;
 namespace fs = std::filesystem;
+using test::TempDir;
 
 namespace {
 
@@ -36,19 +38,6 @@ fs::path fixture(const std::string& name) { return fs::path(ACCEL_TEST_FIXTURES_
 SafetensorsContents load_fixture(const std::string& name) { return load_safetensors(fixture(name).string()); }
 
 // A fresh directory under the system temp dir, removed at the end of the test.
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    static int counter = 0;
-    path = fs::temp_directory_path() / fmt::format("accel_test_safetensors_{}_{}", getpid(), counter++);
-    fs::create_directories(path);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-};
-
 // The elements' bytes in row-major order: an exact comparison for every dtype, NaN payloads included.
 std::vector<uint8_t> bytes_of(const Tensor& t) {
   Tensor c = nograd::contiguous(t);
@@ -229,7 +218,7 @@ TEST_CASE("the reference's F8_E4M3 fixture (numpy float8_e4m3fn, once unsupporte
 }
 
 TEST_CASE("every dtype round-trips through a file and through bytes, whatever the layout") {
-  TempDir dir;
+  TempDir dir("safetensors");
   for (DType dtype : kAllDTypes) {
     CAPTURE(dtype_name(dtype));
     const Tensor base = patterned(dtype, {3, 4}, static_cast<uint8_t>(dtype) + 1);
@@ -344,7 +333,7 @@ TEST_CASE("a file cut short at any byte is refused with a message") {
                        "data buffer",
                        Error);
 
-  TempDir dir;
+  TempDir dir("safetensors");
   const fs::path path = dir.path / "cut.safetensors";
   write_file(path, std::vector<uint8_t>(valid.begin(), valid.begin() + 40));
   CHECK_THROWS_WITH_AS(load_safetensors(path.string()),
@@ -541,7 +530,7 @@ TEST_CASE("the writer refuses what the format cannot hold") {
 }
 
 TEST_CASE("file errors name the path") {
-  TempDir dir;
+  TempDir dir("safetensors");
   const std::string missing = (dir.path / "missing.safetensors").string();
   CHECK_THROWS_WITH_AS(load_safetensors(missing),
                        doctest::Contains(message(fmt::format("load_safetensors: '{}': not a readable file", missing))), Error);

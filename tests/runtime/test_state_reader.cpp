@@ -20,21 +20,14 @@
 #include "runtime/state_reader.h"
 #include "runtime/strategy/tensor_parallel_part_reader.h"
 #include "tensor/nograd/views.h"
+#include "../temp_dir.h"
 
 using namespace accel;
 using test_support::error_of;
 namespace fs = std::filesystem;
+using test::TempDir;
 
 namespace {
-
-struct TempDir {
-  fs::path path;
-  TempDir() : path(fs::temp_directory_path() / fmt::format("accel_state_reader_{}", getpid())) {
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~TempDir() { fs::remove_all(path); }
-};
 
 Tensor counting(const Shape& shape) {
   int64_t n = 1;
@@ -112,7 +105,7 @@ TEST_CASE("DictStateReader reads any run of an entry's elements, and refuses a r
 }
 
 TEST_CASE("SafetensorsReader reads the asked elements of several files and refuses a name in two of them") {
-  TempDir dir;
+  TempDir dir("state_reader");
   const Tensor a = counting({4, 5}), b = counting({7});
   save_safetensors((dir.path / "one.safetensors").string(), {{"a", a}});
   save_safetensors((dir.path / "two.safetensors").string(), {{"b", b}});
@@ -127,7 +120,7 @@ TEST_CASE("SafetensorsReader reads the asked elements of several files and refus
 }
 
 TEST_CASE("open_state_shards reads runs that straddle the parts' files exactly, and checks coverage on open") {
-  TempDir dir;
+  TempDir dir("state_reader");
   const Tensor w = counting({6, 5}), b = counting({4}), e = counting({6, 3});
   write_parts(dir.path, {part_of(0, w, b, e), part_of(1, w, b, e)});
   const auto reader = open_state_shards(dir.path, "model");
@@ -149,7 +142,7 @@ TEST_CASE("open_state_shards reads runs that straddle the parts' files exactly, 
 
 TEST_CASE("open_state_shards puts tensors together from runs of fused and of padded tensor-parallel parts split "
           "along dim 1") {
-  TempDir dir;
+  TempDir dir("state_reader");
   const Tensor c = counting({3, 8}), d = counting({3, 5});
   REQUIRE(nn::parallel::split_part(d, kPaddedColumns, 1, 2).shape() == Shape{3, 3});
   std::vector<StateShard> shards;
@@ -185,7 +178,7 @@ TEST_CASE("open_state_shards puts tensors together from runs of fused and of pad
 
 TEST_CASE("open_state_shards refuses a piece whose full shape has a negative dim or too many elements, or whose "
           "offset lies past its full tensor, naming the file and the piece") {
-  TempDir dir;
+  TempDir dir("state_reader");
   const std::string file = (dir.path / state_shard_file_name("model", 0, 1)).string();
   std::ofstream(dir.path / state_shard_index_name("model")) << state_shard_index("model", 1);
   auto refusal = [&](const std::string& place) {

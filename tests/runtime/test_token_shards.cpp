@@ -11,18 +11,13 @@
 #include <optional>
 
 #include "accel.h"
+#include "../temp_dir.h"
 
 using namespace accel;
 namespace fs = std::filesystem;
+using test::TempDir;
 
 namespace {
-
-struct TempDir {
-  fs::path path = fs::temp_directory_path() / ("accel_test_token_shards_" + std::to_string(getpid()));
-  TempDir() { fs::create_directories(path); }
-  ~TempDir() { fs::remove_all(path); }
-  std::string file(const std::string& name) const { return (path / name).string(); }
-};
 
 // The layout as llm.c's dev/data/data_common.py writes it: 256 int32 little-endian, then uint16s.
 std::vector<uint8_t> independent_shard(const std::vector<uint16_t>& tokens, int32_t magic = 20240520,
@@ -57,7 +52,7 @@ std::vector<int64_t> ids(const Tensor& t) { return t.to_vector<int64_t>(); }
 }  // namespace
 
 TEST_CASE("a token shard's bytes are llm.c's layout, and it reads back") {
-  const TempDir dir;
+  const TempDir dir("token_shards");
   const std::vector<uint16_t> tokens{0, 1, 50256, 65535, 258};
   CHECK(llmc::token_shard_bytes(tokens) == independent_shard(tokens));
   llmc::write_token_shard(dir.file("a.bin"), tokens);
@@ -69,7 +64,7 @@ TEST_CASE("a token shard's bytes are llm.c's layout, and it reads back") {
 }
 
 TEST_CASE("hostile shards are refused with the file and the field named") {
-  const TempDir dir;
+  const TempDir dir("token_shards");
   const std::vector<uint16_t> tokens{1, 2, 3, 4};
   const std::string f = dir.file("bad.bin");
   auto refused = [&](const std::vector<uint8_t>& bytes, const std::string& what, int64_t vocab = 0) {
@@ -97,7 +92,7 @@ TEST_CASE("hostile shards are refused with the file and the field named") {
 }
 
 TEST_CASE("the loader gives each rank its own window of a step, moves on by world x B x T, then to the next shard") {
-  const TempDir dir;
+  const TempDir dir("token_shards");
   // B = 2, T = 3, 2 ranks: a step takes 12 tokens (+1 for the last target). 30 tokens: 2 steps.
   llmc::write_token_shard(dir.file("train_000.bin"), iota_tokens(30, 0));
   llmc::write_token_shard(dir.file("train_001.bin"), iota_tokens(13, 1000));  // 1 step
@@ -123,7 +118,7 @@ TEST_CASE("the loader gives each rank its own window of a step, moves on by worl
 }
 
 TEST_CASE("the loader's position survives a checkpoint, at the same world size and at another") {
-  const TempDir dir;
+  const TempDir dir("token_shards");
   llmc::write_token_shard(dir.file("train_000.bin"), iota_tokens(49, 0));
   llmc::write_token_shard(dir.file("train_001.bin"), iota_tokens(49, 500));
   const std::string pattern = dir.file("train_*.bin");
@@ -144,7 +139,7 @@ TEST_CASE("the loader's position survives a checkpoint, at the same world size a
 }
 
 TEST_CASE("shuffled, each epoch reads every step of every shard once, in an order the ranks share and resume") {
-  const TempDir dir;
+  const TempDir dir("token_shards");
   // B = 1, T = 2, 2 ranks: 4 tokens a step. 41 tokens: 10 steps; 21 tokens: 5 steps.
   llmc::write_token_shard(dir.file("train_000.bin"), iota_tokens(41, 0));
   llmc::write_token_shard(dir.file("train_001.bin"), iota_tokens(21, 1000));
@@ -188,7 +183,7 @@ TEST_CASE("shuffled, each epoch reads every step of every shard once, in an orde
 }
 
 TEST_CASE("the loader refuses shards too small for a step, and bad sizes") {
-  const TempDir dir;
+  const TempDir dir("token_shards");
   llmc::write_token_shard(dir.file("small.bin"), iota_tokens(12, 0));
   CHECK_THROWS_WITH_AS(llmc::TokenShardLoader(dir.file("small.bin"), 2, 3, 0, 2),
                        doctest::Contains("holds 12 tokens; 2 ranks x B 2 x T 3 need at least 13"), Error);

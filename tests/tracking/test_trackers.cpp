@@ -14,7 +14,8 @@
 #include "runtime/tracking/tensorboard_tracker.h"
 #include "runtime/tracking/tfrecord.h"
 #include "runtime/tracking/tracker_registry.h"
-#include "temp_dir.h"
+#include "../temp_dir.h"
+#include "../text_file.h"
 
 using namespace accel;
 using nlohmann::json;

@@ -9,7 +9,8 @@
 
 #include "../mpi_doctest_main.h"
 #include "accel.h"
-#include "temp_dir.h"
+#include "../temp_dir.h"
+#include "../text_file.h"
 
 using namespace accel;
 using nlohmann::json;

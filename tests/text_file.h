@@ -1,7 +1,5 @@
-// A fresh directory under the system's temporary one for a test, removed at the end; a file's text and lines.
+// A file's whole text, and a text's lines: what the tests that check written files compare.
 #pragma once
-
-#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -10,16 +8,6 @@
 #include <vector>
 
 namespace test {
-
-struct TempDir {
-  std::filesystem::path path;
-  explicit TempDir(const std::string& name)
-      : path(std::filesystem::temp_directory_path() / ("accel-tracking-" + name + "-" + std::to_string(getpid()))) {
-    std::filesystem::remove_all(path);
-    std::filesystem::create_directories(path);
-  }
-  ~TempDir() { std::filesystem::remove_all(path); }
-};
 
 inline std::string read_text(const std::filesystem::path& file) {
   std::ifstream in(file, std::ios::binary);
