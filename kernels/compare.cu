@@ -2,9 +2,9 @@
 #include <type_traits>
 
 #include "kernels/convert.cuh"
-#include "kernels/op_dispatch.h"
 #include "kernels/elementwise.h"
 #include "kernels/map.cuh"
+#include "kernels/op_dispatch.h"
 
 namespace accel::kernels {
 
