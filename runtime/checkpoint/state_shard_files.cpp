@@ -352,25 +352,52 @@ std::vector<Pieces> in_order(std::map<std::string, Pieces> found, std::vector<st
   return out;
 }
 
+// An integer of a piece's place, named what in the error. A float, which nlohmann would truncate (and
+// convert with undefined behaviour past int64), or an integer past int64 is refused.
+int64_t integer_value(const json& v, const std::string& what, const std::string& file, const std::string& key) {
+  const bool fits = v.is_number_integer() &&
+                    (!v.is_number_unsigned() || v.get<uint64_t>() <= uint64_t{std::numeric_limits<int64_t>::max()});
+  if (!fits)
+    throw Error(fmt::format("load_state: {}: piece '{}' has {} {}; an integer that int64 holds expected", file, key,
+                            what, v.dump()));
+  return v.get<int64_t>();
+}
+
+// object.at throws where the field is missing (the caller names the piece).
+int64_t integer_of(const json& object, const char* field, const std::string& file, const std::string& key) {
+  return integer_value(object.at(field), field, file, key);
+}
+
+Shape shape_of(const json& object, const char* field, const std::string& file, const std::string& key) {
+  const json& dims = object.at(field);
+  if (!dims.is_array())
+    throw Error(fmt::format("load_state: {}: piece '{}' has {} {}; an array of dims expected", file, key, field,
+                            dims.dump()));
+  Shape shape;
+  for (size_t i = 0; i < dims.size(); ++i)
+    shape.push_back(integer_value(dims[i], fmt::format("{} dim {}", field, i), file, key));
+  return shape;
+}
+
 // The place of a piece from a file's metadata; a full shape with a negative dim, or more elements
 // than int64 counts, throws.
 Piece piece_of(const json& p, const std::string& file, const std::string& key) {
   Piece where;
-  where.full = p.at("full_shape").get<Shape>();
+  where.full = shape_of(p, "full_shape", file, key);
   if (p.contains("part_of")) {
     const json& part = p.at("part_of");
     where.kind = PieceKind::part_run;
-    where.dim = part.at("dim").get<int64_t>();
-    where.blocks = part.at("blocks").get<int64_t>();
-    where.part = part.at("part").get<int64_t>();
-    where.part_rows = part.at("rows").get<int64_t>();
-    where.offset = p.at("element_offset").get<int64_t>();
+    where.dim = integer_of(part, "dim", file, key);
+    where.blocks = integer_of(part, "blocks", file, key);
+    where.part = integer_of(part, "part", file, key);
+    where.part_rows = integer_of(part, "rows", file, key);
+    where.offset = integer_of(p, "element_offset", file, key);
   } else if (p.contains("element_offset")) {
-    where.offset = p.at("element_offset").get<int64_t>();
+    where.offset = integer_of(p, "element_offset", file, key);
   } else {
     where.kind = PieceKind::rows;
-    where.dim = p.at("dim").get<int64_t>();
-    where.offset = p.at("offset").get<int64_t>();
+    where.dim = integer_of(p, "dim", file, key);
+    where.offset = integer_of(p, "offset", file, key);
   }
   bool counts = std::all_of(where.full.begin(), where.full.end(), [](int64_t d) { return d >= 0; });
   try {

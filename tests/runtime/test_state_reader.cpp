@@ -210,6 +210,18 @@ TEST_CASE("open_state_shards refuses a piece whose full shape has a negative dim
     CHECK(part_run(bad).find("does not fit its full tensor") != std::string::npos);
   }
   CHECK(part_run(R"({"dim": 0, "blocks": 1, "part": 0})").find("the place of piece 'p' is not valid") != std::string::npos);
+  // Every number of a place is an integer that int64 holds: not a float (nlohmann would truncate one,
+  // and one past int64 is undefined to convert), not a string, not an integer past int64.
+  CHECK(refusal(R"("element_offset": 0, "full_shape": [3, 2.5e40])") ==
+        "load_state: " + file + ": piece 'p' has full_shape dim 1 2.5e+40; an integer that int64 holds expected");
+  CHECK(refusal(R"("element_offset": 0, "full_shape": [3.0])").find("has full_shape dim 0 3.0;") != std::string::npos);
+  CHECK(refusal(R"("element_offset": 0.5, "full_shape": [3])").find("has element_offset 0.5;") != std::string::npos);
+  CHECK(refusal(R"("element_offset": 9223372036854775808, "full_shape": [3])")
+            .find("has element_offset 9223372036854775808;") != std::string::npos);
+  CHECK(refusal(R"("dim": "0", "offset": 0, "full_shape": [3])").find(R"(has dim "0";)") != std::string::npos);
+  CHECK(refusal(R"("element_offset": 0, "full_shape": 3)").find("has full_shape 3; an array of dims expected") !=
+        std::string::npos);
+  CHECK(part_run(R"({"dim": 0, "blocks": 1.0, "part": 0, "rows": 3})").find("has blocks 1.0;") != std::string::npos);
 }
 
 TEST_CASE("state_shard_reader serves a rank's own runs and parts, those written elsewhere too, and refuses one it "
