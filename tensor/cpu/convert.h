@@ -38,6 +38,16 @@ inline compute_t<T> load(T v) {
   else return static_cast<compute_t<T>>(v);
 }
 
+// Converts a compute value back to the storage type T (rounding to nearest even for halves; a float
+// into an integer as convert does).
+template <class T, class C>
+inline T store(C c) {
+  if constexpr (is_half_v<T>) return T(static_cast<float>(c));
+  else if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool> && std::is_floating_point_v<C>)
+    return float_to_int<T>(c);
+  else return static_cast<T>(c);
+}
+
 template <class To, class From>
 inline To convert(From v) {
   if constexpr (std::is_same_v<To, From>) {
@@ -47,10 +57,8 @@ inline To convert(From v) {
   } else if constexpr (is_half_v<To>) {
     if constexpr (std::is_same_v<From, double>) return To(double_to_float_round_odd(v));
     else return To(static_cast<float>(load(v)));
-  } else if constexpr (std::is_integral_v<To> && std::is_floating_point_v<compute_t<From>>) {
-    return float_to_int<To>(load(v));
   } else {
-    return static_cast<To>(load(v));
+    return store<To>(load(v));
   }
 }
 

@@ -4,7 +4,6 @@
 
 #include <array>
 #include <tuple>
-#include <type_traits>
 #include <utility>
 
 #include "tensor/cpu/convert.h"
@@ -12,16 +11,6 @@
 #include "tensor/tensor.h"
 
 namespace accel::cpu {
-
-// Converts a compute value back to the storage type T (rounding to nearest even for halves; a float
-// into an integer as convert does).
-template <class T, class C>
-inline T store(C c) {
-  if constexpr (is_half_v<T>) return T(static_cast<float>(c));
-  else if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool> && std::is_floating_point_v<C>)
-    return float_to_int<T>(c);
-  else return static_cast<T>(c);
-}
 
 namespace detail {
 template <class TOut, class... TIn, class F, size_t... K>
